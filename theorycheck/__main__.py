@@ -1,0 +1,3 @@
+from theorycheck.cli import main
+
+raise SystemExit(main())
