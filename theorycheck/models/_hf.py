@@ -1,0 +1,196 @@
+"""Hugging Face checkpoint directories: ``config.json`` + ``*.safetensors`` (single or
+sharded via ``model.safetensors.index.json``) + ``tokenizer.json``."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from collections.abc import Callable
+
+import numpy as np
+from safetensors import safe_open
+from tokenizers import Tokenizer
+
+from theorycheck._errors import BadInput
+from theorycheck.models._config import Family, ModelConfig
+from theorycheck.models._hf_config import read_hf_config
+
+#: our block key -> (HF tensor suffix under the layer prefix, transpose [out, in])
+_LLAMA_BLOCK = {
+    "attn_norm": ("input_layernorm.weight", False),
+    "wq": ("self_attn.q_proj.weight", True),
+    "wk": ("self_attn.k_proj.weight", True),
+    "wv": ("self_attn.v_proj.weight", True),
+    "wo": ("self_attn.o_proj.weight", True),
+    "mlp_norm": ("post_attention_layernorm.weight", False),
+    "w_gate": ("mlp.gate_proj.weight", True),
+    "w_up": ("mlp.up_proj.weight", True),
+    "w_down": ("mlp.down_proj.weight", True),
+}
+_LLAMA_BIAS = {"bq": ("self_attn.q_proj.bias", False),
+               "bk": ("self_attn.k_proj.bias", False),
+               "bv": ("self_attn.v_proj.bias", False)}
+_LLAMA_QK_NORM = {"q_norm": ("self_attn.q_norm.weight", False),
+                  "k_norm": ("self_attn.k_norm.weight", False)}
+#: GPT-2 uses Conv1D, whose weights are already [in, out].
+_GPT2_BLOCK = {
+    "ln1_w": ("ln_1.weight", False), "ln1_b": ("ln_1.bias", False),
+    "w_qkv": ("attn.c_attn.weight", False), "b_qkv": ("attn.c_attn.bias", False),
+    "wo": ("attn.c_proj.weight", False), "bo": ("attn.c_proj.bias", False),
+    "ln2_w": ("ln_2.weight", False), "ln2_b": ("ln_2.bias", False),
+    "w_fc": ("mlp.c_fc.weight", False), "b_fc": ("mlp.c_fc.bias", False),
+    "w_proj": ("mlp.c_proj.weight", False), "b_proj": ("mlp.c_proj.bias", False),
+}
+
+
+def expected_shapes(cfg: ModelConfig) -> dict:
+    """Per-layer shape of every parameter (blocks without the layer axis)."""
+    d, v, f = cfg.hidden_size, cfg.vocab_size, cfg.intermediate_size
+    q, kv = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
+    if cfg.family is Family.GPT2:
+        top = {"embed": (v, d), "pos_embed": (cfg.max_positions, d),
+               "final_norm": (d,), "final_norm_b": (d,)}
+        block = {"ln1_w": (d,), "ln1_b": (d,), "w_qkv": (d, 3 * d), "b_qkv": (3 * d,),
+                 "wo": (d, d), "bo": (d,), "ln2_w": (d,), "ln2_b": (d,),
+                 "w_fc": (d, f), "b_fc": (f,), "w_proj": (f, d), "b_proj": (d,)}
+        return {"top": top, "block": block}
+    top = {"embed": (v, d), "final_norm": (d,)}
+    if not cfg.tie_embeddings:
+        top["lm_head"] = (d, v)
+    block = {"attn_norm": (d,), "wq": (d, q), "wk": (d, kv), "wv": (d, kv),
+             "wo": (q, d), "mlp_norm": (d,), "w_gate": (d, f), "w_up": (d, f),
+             "w_down": (f, d)}
+    if cfg.attention_bias:
+        block.update(bq=(q,), bk=(kv,), bv=(kv,))
+    if cfg.qk_norm:
+        block.update(q_norm=(cfg.head_dim,), k_norm=(cfg.head_dim,))
+    return {"top": top, "block": block}
+
+
+def assemble(
+    cfg: ModelConfig, top_names: dict, block_names: dict,
+    read: Callable[[str], np.ndarray], source: str, dtype,
+) -> dict:
+    """Reads, transposes, checks and stacks tensors into the parameter pytree.
+
+    Args:
+        cfg: the config the shapes are checked against.
+        top_names: our key -> (file tensor name, transpose).
+        block_names: our key -> (name template with ``{i}``, transpose).
+        read: tensor name -> array (raises KeyError when absent).
+        source: the file or directory, for messages.
+        dtype: numpy dtype of the result.
+
+    Returns:
+        ``{"blocks": {...}, **top}`` with numpy arrays.
+    """
+    shapes = expected_shapes(cfg)
+
+    def load(key, name, transpose, shape):
+        try:
+            arr = np.asarray(read(name))
+        except KeyError:
+            raise BadInput(f"{source}: missing tensor {name!r}") from None
+        arr = arr.T if transpose else arr
+        if arr.shape != shape:
+            raise BadInput(f"{source}: tensor {name!r} has shape {arr.shape}, "
+                           f"expected {shape} from the config")
+        return arr.astype(dtype)
+
+    params = {k: load(k, *top_names[k], s) for k, s in shapes["top"].items()}
+    params["blocks"] = {
+        k: np.stack([load(k, block_names[k][0].format(i=i), block_names[k][1], s)
+                     for i in range(cfg.num_layers)])
+        for k, s in shapes["block"].items()
+    }
+    return params
+
+
+def _tensor_files(directory: str) -> dict[str, str]:
+    """Tensor name -> file, from the shard index or else every ``*.safetensors``."""
+    index = os.path.join(directory, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        try:
+            with open(index, encoding="utf-8") as fh:
+                weight_map = json.load(fh)["weight_map"]
+        except (OSError, json.JSONDecodeError, KeyError, TypeError) as err:
+            raise BadInput(f"{index}: unreadable shard index ({err!r})") from None
+        return {name: os.path.join(directory, f) for name, f in weight_map.items()}
+    files = sorted(glob.glob(os.path.join(directory, "*.safetensors")))
+    if not files:
+        raise BadInput(f"{directory}: no *.safetensors file")
+    names = {}
+    for path in files:
+        with _open(path) as fh:
+            names.update({name: path for name in fh.keys()})
+    return names
+
+
+def _open(path: str):
+    if not os.path.isfile(path):
+        raise BadInput(f"{path}: missing safetensors file")
+    try:
+        return safe_open(path, framework="numpy")
+    except Exception as err:  # safetensors raises its own error types
+        raise BadInput(f"{path}: not a readable safetensors file ({err})") from None
+
+
+def load_tokenizer_json(directory: str) -> Tokenizer:
+    """``<directory>/tokenizer.json`` through the ``tokenizers`` library.
+
+    Args:
+        directory: the checkpoint directory.
+
+    Returns:
+        The tokenizer.
+    """
+    path = os.path.join(directory, "tokenizer.json")
+    if not os.path.isfile(path):
+        raise BadInput(f"{path}: tokenizer missing")
+    try:
+        return Tokenizer.from_file(path)
+    except Exception as err:  # tokenizers raises a bare Exception subclass
+        raise BadInput(f"{path}: not a readable tokenizer ({err})") from None
+
+
+def load_hf(directory: str, *, dtype=np.float32):
+    """Loads an HF-format Llama/Qwen2/Qwen3/GPT-2 checkpoint directory.
+
+    Args:
+        directory: holds ``config.json``, ``*.safetensors`` and ``tokenizer.json``.
+        dtype: numpy dtype for the parameters.
+
+    Returns:
+        ``(config, params, tokenizer)`` with numpy parameter arrays.
+    """
+    cfg = read_hf_config(directory)
+    tokenizer = load_tokenizer_json(directory)
+    files = _tensor_files(directory)
+    handles: dict[str, object] = {}
+    if cfg.family is Family.GPT2:
+        names = {k.removeprefix("transformer."): k for k in files}
+        top = {"embed": ("wte.weight", False), "pos_embed": ("wpe.weight", False),
+               "final_norm": ("ln_f.weight", False),
+               "final_norm_b": ("ln_f.bias", False)}
+        block = {k: (f"h.{{i}}.{n}", t) for k, (n, t) in _GPT2_BLOCK.items()}
+    else:
+        names = {k: k for k in files}
+        top = {"embed": ("model.embed_tokens.weight", False),
+               "final_norm": ("model.norm.weight", False),
+               "lm_head": ("lm_head.weight", True)}
+        table = {**_LLAMA_BLOCK, **_LLAMA_BIAS, **_LLAMA_QK_NORM}
+        block = {k: (f"model.layers.{{i}}.{n}", t) for k, (n, t) in table.items()}
+
+    def read(name: str) -> np.ndarray:
+        full = names[name]
+        path = files[full]
+        if path not in handles:
+            handles[path] = _open(path)
+        try:
+            return handles[path].get_tensor(full)
+        except Exception as err:  # truncated data surfaces here
+            raise BadInput(f"{path}: cannot read tensor {full!r} ({err})") from None
+
+    params = assemble(cfg, top, block, read, directory, dtype)
+    return cfg, params, tokenizer

@@ -1,0 +1,134 @@
+"""Parameter pytree helpers: split into trainable and frozen parts, merge, cast, count.
+
+The probes differentiate through the last blocks only. :func:`split_params` cuts the
+stacked block arrays along the layer axis; :func:`merge_params` glues them back, and
+:func:`logits_from_hidden` runs the trainable top on a frozen trunk's output computed
+once by :func:`~theorycheck.models.hidden_states` (exact, and much cheaper per step).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import Array
+from jaxtyping import Float, Int
+
+from theorycheck._errors import BadInput
+from theorycheck.models._config import Family, ModelConfig
+from theorycheck.models._transformer import Params, head, positions_and_mask, run_blocks
+
+#: keys outside ``blocks`` that belong to the top of the model (after the last block).
+_TOP_KEYS = {Family.LLAMA: ("final_norm",), Family.GPT2: ("final_norm", "final_norm_b")}
+
+
+def split_params(
+    params: Params, config: ModelConfig, num_trainable_blocks: int, *,
+    train_head: bool = False,
+) -> tuple[Params, Params]:
+    """Splits parameters into the trainable top and the frozen rest.
+
+    The trainable part is the last ``num_trainable_blocks`` blocks and the final norm,
+    plus the untied ``lm_head`` when ``train_head``. A tied head (``embed`` shared with
+    the input embedding) always stays frozen, so the frozen trunk's output is exact.
+
+    Args:
+        params: the full parameter pytree.
+        config: its :class:`ModelConfig`.
+        num_trainable_blocks: n in ``[0, L]``.
+        train_head: also train an untied ``lm_head``.
+
+    Returns:
+        ``(trainable, frozen)``; ``merge_params(trainable, frozen)`` gives ``params``.
+    """
+    n_layers = config.num_layers
+    if not 0 <= num_trainable_blocks <= n_layers:
+        raise BadInput(f"num_trainable_blocks = {num_trainable_blocks} is outside "
+                       f"[0, {n_layers}]")
+    if train_head and config.tie_embeddings:
+        raise BadInput("train_head=True needs an untied lm_head; this model ties it "
+                       "to embed")
+    cut = n_layers - num_trainable_blocks
+    blocks = params["blocks"]
+    trainable = {"blocks": jax.tree_util.tree_map(lambda a: a[cut:], blocks)}
+    frozen = {"blocks": jax.tree_util.tree_map(lambda a: a[:cut], blocks)}
+    top = _TOP_KEYS[config.family] + (("lm_head",) if train_head else ())
+    for key, value in params.items():
+        if key != "blocks":
+            (trainable if key in top else frozen)[key] = value
+    return trainable, frozen
+
+
+def merge_params(trainable: Params, frozen: Params) -> Params:
+    """Inverse of :func:`split_params`: frozen blocks first, then the trainable ones.
+
+    Args:
+        trainable: the top part.
+        frozen: the rest.
+
+    Returns:
+        The full parameter pytree.
+    """
+    merged = {**frozen, **{k: v for k, v in trainable.items() if k != "blocks"}}
+    merged["blocks"] = jax.tree_util.tree_map(
+        lambda a, b: jnp.concatenate([a, b], axis=0),
+        frozen["blocks"], trainable["blocks"],
+    )
+    return merged
+
+
+@functools.partial(jax.jit, static_argnames=("config",))
+def logits_from_hidden(
+    trainable: Params, frozen: Params, config: ModelConfig,
+    hidden: Float[Array, "batch seq D"],
+    attention_mask: Int[Array, "batch seq"] | None = None,
+) -> Float[Array, "batch seq V"]:
+    """Logits from the frozen trunk's residual stream through the trainable top.
+
+    Equals ``forward(merge_params(trainable, frozen), ...)`` when ``hidden`` is
+    ``hidden_states(params, config, tokens, num_blocks=L - n)``.
+
+    Args:
+        trainable: from :func:`split_params` (its ``blocks`` are run here).
+        frozen: from :func:`split_params` (only its head weights are read).
+        config: the model's config.
+        hidden: ``[batch, seq, D]`` after the frozen blocks.
+        attention_mask: the same padding mask the trunk used.
+
+    Returns:
+        ``[batch, seq, V]`` logits.
+    """
+    b, s, _ = hidden.shape
+    positions, mask = positions_and_mask(attention_mask, b, s)
+    x, _ = run_blocks(trainable["blocks"], config, hidden, positions, mask)
+    return head({**frozen, **trainable}, config, x)
+
+
+def cast_params(params: Params, dtype) -> Params:
+    """Casts every floating array to ``dtype`` (e.g. ``jnp.bfloat16``).
+
+    Args:
+        params: a parameter pytree.
+        dtype: the target floating dtype.
+
+    Returns:
+        The same pytree with floating leaves cast.
+    """
+    return jax.tree_util.tree_map(
+        lambda a: a.astype(dtype) if jnp.issubdtype(a.dtype, jnp.floating) else a,
+        params,
+    )
+
+
+def count_params(params: Params) -> int:
+    """Total number of scalars in the pytree.
+
+    Args:
+        params: a parameter pytree.
+
+    Returns:
+        The sum of the leaves' sizes.
+    """
+    return int(sum(np.prod(a.shape) for a in jax.tree_util.tree_leaves(params)))

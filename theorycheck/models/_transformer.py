@@ -1,0 +1,239 @@
+"""The causal LM forward pass: embedding, ``lax.scan`` over stacked blocks, head.
+
+Parameters are a plain dict pytree (always passed as jit arguments, never baked in):
+
+* llama family: ``embed [V, D]``, ``final_norm [D]``, optional ``lm_head [D, V]`` and
+  ``blocks`` with a leading layer axis L: ``attn_norm [L, D]``, ``wq [L, D, H*d]``,
+  ``wk``/``wv [L, D, Hkv*d]``, ``wo [L, H*d, D]``, ``mlp_norm [L, D]``,
+  ``w_gate``/``w_up [L, D, F]``, ``w_down [L, F, D]``; Qwen2 adds ``bq``/``bk``/``bv``,
+  Qwen3 adds ``q_norm``/``k_norm [L, d]``.
+* GPT-2: ``embed``, ``pos_embed [P, D]``, ``final_norm``/``final_norm_b [D]`` and blocks
+  ``ln1_w, ln1_b, w_qkv [L, D, 3D], b_qkv, wo, bo, ln2_w, ln2_b, w_fc, b_fc, w_proj,
+  b_proj``.
+
+Matrices are stored ``[in, out]`` (``y = x @ W``); loaders transpose ``[out, in]``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import Array
+from jax.typing import ArrayLike
+from jaxtyping import Bool, Float, Int
+
+from theorycheck._errors import BadInput
+from theorycheck.models._config import Family, ModelConfig
+from theorycheck.models._layers import (
+    accumulation_dtype,
+    attention,
+    layer_norm,
+    rms_norm,
+    rope,
+)
+
+Params = dict
+
+
+def _llama_block(cfg: ModelConfig, p, x, positions, mask, kv):
+    b, s, _ = x.shape
+    h = rms_norm(x, p["attn_norm"], cfg.norm_eps)
+    q, k, v = h @ p["wq"], h @ p["wk"], h @ p["wv"]
+    if cfg.attention_bias:
+        q, k, v = q + p["bq"], k + p["bk"], v + p["bv"]
+    q = q.reshape(b, s, cfg.num_heads, cfg.head_dim)
+    k = k.reshape(b, s, cfg.num_kv_heads, cfg.head_dim)
+    v = v.reshape(b, s, cfg.num_kv_heads, cfg.head_dim)
+    if cfg.qk_norm:
+        q = rms_norm(q, p["q_norm"], cfg.norm_eps)
+        k = rms_norm(k, p["k_norm"], cfg.norm_eps)
+    q = rope(q, positions, cfg.rope_theta, cfg.rope_layout)
+    k = rope(k, positions, cfg.rope_theta, cfg.rope_layout)
+    k, v, new_kv = _use_cache(k, v, kv)
+    x = x + attention(q, k, v, mask) @ p["wo"]
+    h = rms_norm(x, p["mlp_norm"], cfg.norm_eps)
+    x = x + (jax.nn.silu(h @ p["w_gate"]) * (h @ p["w_up"])) @ p["w_down"]
+    return x, new_kv
+
+
+def _gpt2_block(cfg: ModelConfig, p, x, positions, mask, kv):
+    b, s, d = x.shape
+    h = layer_norm(x, p["ln1_w"], p["ln1_b"], cfg.norm_eps)
+    qkv = h @ p["w_qkv"] + p["b_qkv"]
+    q, k, v = (
+        t.reshape(b, s, cfg.num_heads, cfg.head_dim) for t in jnp.split(qkv, 3, axis=-1)
+    )
+    k, v, new_kv = _use_cache(k, v, kv)
+    x = x + attention(q, k, v, mask) @ p["wo"] + p["bo"]
+    h = layer_norm(x, p["ln2_w"], p["ln2_b"], cfg.norm_eps)
+    h = jax.nn.gelu(h @ p["w_fc"] + p["b_fc"], approximate=True)
+    return x + h @ p["w_proj"] + p["b_proj"], new_kv
+
+
+_BLOCKS = {Family.LLAMA: _llama_block, Family.GPT2: _gpt2_block}
+
+
+def _use_cache(k, v, kv):
+    """Writes this step's keys/values into the layer's cache at ``index``."""
+    if kv is None:
+        return k, v, None
+    k_cache, v_cache, index = kv
+    start = (0, index, 0, 0)
+    k_cache = jax.lax.dynamic_update_slice(k_cache, k.astype(k_cache.dtype), start)
+    v_cache = jax.lax.dynamic_update_slice(v_cache, v.astype(v_cache.dtype), start)
+    return k_cache, v_cache, (k_cache, v_cache)
+
+
+def run_blocks(blocks, cfg: ModelConfig, x, positions, mask, cache=None):
+    """Runs the stacked ``blocks`` (any number of layers) under ``lax.scan``.
+
+    Args:
+        blocks: dict of arrays with a leading layer axis.
+        cfg: the model's config.
+        x: residual stream ``[batch, seq, D]``.
+        positions: ``[batch, seq]`` integer positions.
+        mask: ``[batch, seq, keys]`` True where attention is allowed.
+        cache: None, or ``(k, v, index)`` with ``k, v [L, batch, keys, Hkv, d]``.
+
+    Returns:
+        ``(x, (k, v))`` with the updated caches, or ``(x, None)`` without a cache.
+    """
+    block = functools.partial(_BLOCKS[cfg.family], cfg)
+    if cache is None:
+        x, _ = jax.lax.scan(lambda x, p: (block(p, x, positions, mask, None)[0], None),
+                            x, blocks)
+        return x, None
+    k, v, index = cache
+
+    def body(x, layer):
+        p, kc, vc = layer
+        return block(p, x, positions, mask, (kc, vc, index))
+
+    x, kv = jax.lax.scan(body, x, (blocks, k, v))
+    return x, kv
+
+
+def embed(params: Params, cfg: ModelConfig, tokens, positions) -> Array:
+    """Token (plus learned position, GPT-2) embedding, ``[batch, seq, D]``."""
+    x = jnp.take(params["embed"], tokens, axis=0)
+    if cfg.family is Family.GPT2:
+        x = x + jnp.take(params["pos_embed"], positions, axis=0)
+    return x
+
+
+def head(params: Params, cfg: ModelConfig, x) -> Array:
+    """Final norm and LM head; logits in at least float32, ``[batch, seq, V]``."""
+    if cfg.family is Family.GPT2:
+        x = layer_norm(x, params["final_norm"], params["final_norm_b"], cfg.norm_eps)
+    else:
+        x = rms_norm(x, params["final_norm"], cfg.norm_eps)
+    acc = accumulation_dtype(x.dtype)
+    if cfg.tie_embeddings:
+        return jnp.einsum("bsd,vd->bsv", x, params["embed"], preferred_element_type=acc)
+    return jnp.einsum("bsd,dv->bsv", x, params["lm_head"], preferred_element_type=acc)
+
+
+def positions_and_mask(
+    attention_mask: Int[ArrayLike, "batch seq"] | None, batch: int, seq: int
+) -> tuple[Int[Array, "batch seq"], Bool[Array, "batch seq seq"]]:
+    """Positions (counting real tokens only) and the causal-and-padding mask."""
+    causal = jnp.tril(jnp.ones((seq, seq), dtype=bool))
+    if attention_mask is None:
+        positions = jnp.broadcast_to(jnp.arange(seq, dtype=jnp.int32), (batch, seq))
+        return positions, jnp.broadcast_to(causal, (batch, seq, seq))
+    valid = jnp.asarray(attention_mask).astype(bool)
+    positions = jnp.maximum(jnp.cumsum(valid, axis=-1, dtype=jnp.int32) - 1, 0)
+    return positions, causal[None] & valid[:, None, :]
+
+
+def check_tokens(tokens, cfg: ModelConfig) -> None:
+    """Raises :class:`BadInput` for concrete ids outside ``[0, V)`` or a bad shape."""
+    if isinstance(tokens, jax.core.Tracer):
+        return
+    arr = np.asarray(tokens)
+    if arr.ndim != 2 or not np.issubdtype(arr.dtype, np.integer):
+        raise BadInput(f"tokens must be an integer array [batch, seq], got "
+                       f"shape {arr.shape} dtype {arr.dtype}")
+    if arr.size and (arr.min() < 0 or arr.max() >= cfg.vocab_size):
+        bad = int(arr.min()) if arr.min() < 0 else int(arr.max())
+        raise BadInput(f"token id {bad} is outside [0, {cfg.vocab_size}) for "
+                       f"{cfg.name or cfg.family.value}")
+    if arr.shape[1] > cfg.max_positions:
+        raise BadInput(f"sequence length {arr.shape[1]} exceeds the model's "
+                       f"max_positions = {cfg.max_positions}")
+
+
+@functools.partial(jax.jit, static_argnames=("config", "num_blocks"))
+def _hidden(params, config, tokens, attention_mask, num_blocks):
+    b, s = tokens.shape
+    positions, mask = positions_and_mask(attention_mask, b, s)
+    blocks = params["blocks"]
+    if num_blocks is not None:
+        blocks = jax.tree_util.tree_map(lambda a: a[:num_blocks], blocks)
+    x = embed(params, config, tokens, positions)
+    return run_blocks(blocks, config, x, positions, mask)[0]
+
+
+def hidden_states(
+    params: Params, config: ModelConfig, tokens: Int[ArrayLike, "batch seq"], *,
+    num_blocks: int | None = None,
+    attention_mask: Int[ArrayLike, "batch seq"] | None = None,
+) -> Float[Array, "batch seq D"]:
+    """Residual stream after the embedding and the first ``num_blocks`` blocks.
+
+    Args:
+        params: the model's parameter pytree.
+        config: its :class:`ModelConfig`.
+        tokens: token ids.
+        num_blocks: how many blocks to run (all when None).
+        attention_mask: 1 for real tokens, 0 for (left) padding; None = all real.
+
+    Returns:
+        ``[batch, seq, D]`` in the parameter dtype.
+    """
+    check_tokens(tokens, config)
+    return _hidden(params, config, jnp.asarray(tokens), attention_mask, num_blocks)
+
+
+@functools.partial(jax.jit, static_argnames=("config",))
+def _forward(params, config, tokens, attention_mask):
+    b, s = tokens.shape
+    positions, mask = positions_and_mask(attention_mask, b, s)
+    x = embed(params, config, tokens, positions)
+    x, _ = run_blocks(params["blocks"], config, x, positions, mask)
+    return head(params, config, x)
+
+
+def forward(
+    params: Params, config: ModelConfig, tokens: Int[ArrayLike, "batch seq"], *,
+    attention_mask: Int[ArrayLike, "batch seq"] | None = None,
+) -> Float[Array, "batch seq V"]:
+    r"""Per-position next-token logits of a causal LM.
+
+    .. math:: z_{b,t} = W_\text{head}\, \mathrm{norm}(h^{(L)}_{b,t}),\quad
+              h^{(\ell)} = \mathrm{block}_\ell(h^{(\ell-1)}),\quad h^{(0)} = E[x]
+
+    Layers run under ``lax.scan`` over the stacked block weights, so the compile time
+    does not grow with depth. Differentiable in ``params`` (``jax.grad``, ``jax.jvp``,
+    ``jax.vjp``); jit-compiled with ``config`` static.
+
+    Args:
+        params: the parameter pytree (see the module docstring), float32, bfloat16 or
+            float64.
+        config: the model's :class:`ModelConfig`.
+        tokens: token ids in ``[0, V)``.
+        attention_mask: 1 for real tokens, 0 for left padding; None = all real.
+
+    Returns:
+        Logits ``[batch, seq, V]`` in float32 (float64 for float64 parameters); row
+        ``t`` scores the token at ``t + 1``.
+
+    References:
+        Touvron et al. 2023 (Llama), Radford et al. 2019 (GPT-2); Qwen2/Qwen3 add
+        q/k/v biases and q/k RMSNorm to the Llama block.
+    """
+    check_tokens(tokens, config)
+    return _forward(params, config, jnp.asarray(tokens), attention_mask)
