@@ -1,5 +1,50 @@
 """SymPy-only engine (never imports jax): logit gradients, Hessians, structure."""
 
+from theorycheck.symbolic._derive import (
+    ProbabilityForm,
+    logit_gradient,
+    logit_hessian,
+    to_probability,
+)
 from theorycheck.symbolic._frozen import Frozen, unfreeze
+from theorycheck.symbolic._softmax import (
+    ddot_binary_kl,
+    ddot_kl,
+    ddot_tv,
+    log_softmax,
+    softmax,
+    softmax_directional_derivative,
+)
+from theorycheck.symbolic._structure import (
+    CrossEntropyFit,
+    SampledTokenFit,
+    fit_cross_entropy,
+    fit_regression,
+    fit_sampled_token,
+    is_zero,
+    sampled_token_condition,
+    sampled_token_hessian,
+)
 
-__all__ = ["Frozen", "unfreeze"]
+__all__ = [
+    "CrossEntropyFit",
+    "Frozen",
+    "ProbabilityForm",
+    "SampledTokenFit",
+    "ddot_binary_kl",
+    "ddot_kl",
+    "ddot_tv",
+    "fit_cross_entropy",
+    "fit_regression",
+    "fit_sampled_token",
+    "is_zero",
+    "log_softmax",
+    "logit_gradient",
+    "logit_hessian",
+    "sampled_token_condition",
+    "sampled_token_hessian",
+    "softmax",
+    "softmax_directional_derivative",
+    "to_probability",
+    "unfreeze",
+]

@@ -1,0 +1,442 @@
+r"""Where SymPy meets JAX: a jaxpr interpreter that turns a JAX loss into SymPy.
+
+A user writes a loss once, as a JAX function of the logits. For a fixed small vocabulary
+``V`` this module traces it (``jax.make_jaxpr``) and re-evaluates every primitive of the
+jaxpr on SymPy values, so that the symbolic and formal engines see *the same function*:
+
+* ``stop_gradient(x)`` becomes :class:`~theorycheck.symbolic.Frozen` ``(x)`` (value kept,
+  derivative zero), exactly as JAX differentiates it;
+* ``max``/``min``/``abs``/``select_n``/``clamp`` (``jnp.clip``, ``jnp.where``,
+  ``jnp.minimum``) become ``Piecewise``;
+* the max-shift of ``log_softmax``/``softmax``/``logsumexp``,
+  :math:`z - \operatorname{sg}(\max z)`, is removed exactly: the frozen maximum is replaced
+  by a symbol ``m``, :math:`e^{z_i - m} = e^{z_i} e^{-m}` and
+  :math:`\log(e^{-m} X) = -m + \log X` are applied, and the shift is dropped only when
+  ``m`` then cancels (otherwise ``Frozen(Max(...))`` is kept, which is still exact);
+* ``custom_jvp`` functions with a known closed form (``logaddexp``, ``relu``) are replaced
+  by it; other ones are interpreted through their primal jaxpr.
+
+An operation outside the table raises :class:`UnsupportedOperation` naming the primitive.
+
+Examples:
+    >>> import jax, jax.numpy as jnp, sympy as sp
+    >>> z = sp.symbols("z0:3", real=True)
+    >>> sympy_from_jax(lambda x, k: -jax.nn.log_softmax(x)[k], z, sampled=1)
+    -z1 + log(exp(z0) + exp(z1) + exp(z2))
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.extend.core as jex
+import jax.numpy as jnp
+import numpy as np
+import sympy as sp
+
+from theorycheck.symbolic import Frozen
+
+__all__ = ["UnsupportedOperation", "sympy_from_jax", "to_sympy_number"]
+
+
+class UnsupportedOperation(NotImplementedError):
+    """A JAX primitive (or value) the symbolic translation does not support."""
+
+
+def to_sympy_number(value: Any) -> sp.Expr:
+    """Converts a float/int/bool constant to an exact SymPy number (``0.2`` -> ``1/5``).
+
+    Floats are read through their shortest decimal ``repr``, so a hyperparameter written
+    ``0.2`` becomes ``Rational(1, 5)``; ``±inf`` becomes ``±oo``; NaN raises.
+    """
+    if isinstance(value, sp.Basic):
+        return value
+    value = np.asarray(value).item()
+    if isinstance(value, bool):
+        return sp.true if value else sp.false
+    if isinstance(value, int):
+        return sp.Integer(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            raise UnsupportedOperation("NaN constant in the loss")
+        if math.isinf(value):
+            return sp.oo if value > 0 else -sp.oo
+        return sp.Rational(repr(value))
+    raise UnsupportedOperation(f"constant of type {type(value).__name__}")
+
+
+def _arr(x) -> np.ndarray:
+    a = np.empty(np.shape(x), dtype=object)
+    flat = np.asarray(x, dtype=object).reshape(-1)
+    a.reshape(-1)[:] = [to_sympy_number(v) for v in flat]
+    return a
+
+
+def _is_num(x) -> bool:
+    return isinstance(x, sp.Basic) and x.is_number and not isinstance(x, sp.Piecewise)
+
+
+def _cond(c):
+    return c if isinstance(c, sp.logic.boolalg.Boolean) else sp.Ne(c, 0)
+
+
+def _select(pred, *cases):
+    pred = _cond(pred)
+    if pred in (sp.true, sp.false) or len(cases) > 2:
+        if isinstance(pred, sp.logic.boolalg.BooleanAtom):
+            return cases[int(bool(pred))]
+        raise UnsupportedOperation("select_n with a symbolic integer predicate")
+    if cases[0] == cases[1]:
+        return cases[0]
+    return sp.Piecewise((cases[1], pred), (cases[0], True))
+
+
+def _max(a, b):
+    if a == -sp.oo or b == sp.oo:
+        return b
+    if b == -sp.oo or a == sp.oo:
+        return a
+    d = sp.simplify(a - b) if (_is_num(a) and _is_num(b)) else a - b
+    if d.is_nonnegative:
+        return a
+    if d.is_nonpositive:
+        return b
+    return sp.Piecewise((a, a >= b), (b, True))
+
+
+def _min(a, b):
+    return -_max(-a, -b)
+
+
+def _abs(x):
+    if x.is_nonnegative:
+        return x
+    if x.is_nonpositive:
+        return -x
+    return sp.Piecewise((x, x >= 0), (-x, True))
+
+
+def _frozen(x):
+    return x if not x.free_symbols else Frozen(x)
+
+
+def _is_finite(x):
+    if x.has(sp.oo, -sp.oo, sp.zoo, sp.nan):
+        return sp.false if _is_num(x) else _unsupported("is_finite of a non-finite value")
+    return sp.true
+
+
+def _unsupported(msg):
+    raise UnsupportedOperation(msg)
+
+
+def _to_bool_num(x):
+    if isinstance(x, sp.logic.boolalg.BooleanAtom):
+        return sp.Integer(int(bool(x)))
+    if isinstance(x, sp.logic.boolalg.Boolean):
+        return sp.Piecewise((1, x), (0, True))
+    return x
+
+
+_UNARY: dict[str, Callable] = {
+    "neg": lambda x: -x,
+    "exp": sp.exp,
+    "exp2": lambda x: 2**x,
+    "log": sp.log,
+    "log1p": lambda x: sp.log(1 + x),
+    "expm1": lambda x: sp.exp(x) - 1,
+    "tanh": sp.tanh,
+    "cosh": sp.cosh,
+    "sinh": sp.sinh,
+    "logistic": lambda x: 1 / (1 + sp.exp(-x)),
+    "sqrt": sp.sqrt,
+    "rsqrt": lambda x: 1 / sp.sqrt(x),
+    "square": lambda x: x**2,
+    "abs": _abs,
+    "sign": sp.sign,
+    "stop_gradient": _frozen,
+    "is_finite": _is_finite,
+    "not": lambda x: sp.Not(x) if isinstance(x, sp.logic.boolalg.Boolean) else ~x,
+    "copy": lambda x: x,
+    "copy_p": lambda x: x,
+    "real": lambda x: x,
+    "reduce_precision": lambda x: x,
+    "optimization_barrier": lambda x: x,
+}
+_BINARY: dict[str, Callable] = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b,
+    "pow": lambda a, b: a**b,
+    "max": _max,
+    "min": _min,
+    "gt": sp.Gt,
+    "ge": sp.Ge,
+    "lt": sp.Lt,
+    "le": sp.Le,
+    "eq": lambda a, b: sp.Eq(a, b),
+    "ne": lambda a, b: sp.Ne(a, b),
+    "and": lambda a, b: sp.And(a, b),
+    "or": lambda a, b: sp.Or(a, b),
+    "atan2": sp.atan2,
+}
+#: custom_jvp functions replaced by their closed form (value and derivative exact).
+_CLOSED_FORMS: dict[str, Callable] = {
+    "logaddexp": lambda a, b: sp.log(sp.exp(a) + sp.exp(b)),
+    "relu": lambda x: _max(x, sp.Integer(0)),
+}
+
+
+def _box(r) -> np.ndarray:
+    if isinstance(r, np.ndarray):
+        return r
+    a = np.empty((), dtype=object)
+    a[()] = r
+    return a
+
+
+def _ew(fn, *xs):
+    return _box(np.frompyfunc(fn, len(xs), 1)(*xs))
+
+
+def _reduce(fn, x, axes):
+    x = np.asarray(x, dtype=object)
+    out = np.empty(tuple(s for i, s in enumerate(x.shape) if i not in axes), dtype=object)
+    moved = np.moveaxis(x, list(axes), list(range(len(axes))))
+    moved = moved.reshape((-1,) + out.shape)
+    for idx in np.ndindex(out.shape):
+        out[idx] = fn([moved[(j,) + idx] for j in range(moved.shape[0])])
+    return out
+
+
+def _reduce_max(vals):
+    vals = [v for v in vals if v != -sp.oo]
+    return sp.Max(*vals) if vals else -sp.oo
+
+
+def _gather(operand, indices, dn, slice_sizes):
+    if operand.ndim != 1 or tuple(dn.offset_dims) != ():
+        raise UnsupportedOperation("gather other than 1-D element indexing")
+    idx = np.asarray(indices, dtype=object)
+    out = np.empty(idx.shape[:-1], dtype=object)
+    for pos in np.ndindex(out.shape):
+        i = idx[pos + (0,)]
+        if not isinstance(i, sp.Integer):
+            raise UnsupportedOperation("gather with a symbolic index")
+        out[pos] = operand[int(i)]
+    return out
+
+
+def _eval_jaxpr(jaxpr, consts, args):
+    env: dict = {}
+
+    def read(v):
+        if isinstance(v, jex.Literal):
+            return _arr(v.val)
+        return env[v]
+
+    for v, val in zip(jaxpr.constvars, consts):
+        env[v] = val
+    for v, val in zip(jaxpr.invars, args):
+        env[v] = val
+    for eqn in jaxpr.eqns:
+        ins = [read(v) for v in eqn.invars]
+        outs = _apply(eqn.primitive.name, ins, eqn.params)
+        if not eqn.primitive.multiple_results:
+            outs = [outs]
+        for v, val in zip(eqn.outvars, outs):
+            env[v] = _box(val)
+    return [read(v) for v in jaxpr.outvars]
+
+
+def _sub_jaxpr(params, *names):
+    for name in names:
+        if name in params:
+            j = params[name]
+            return (j.jaxpr, [_arr(c) for c in j.consts]) if hasattr(j, "consts") else (j, [])
+    raise UnsupportedOperation(f"call without a jaxpr ({sorted(params)})")
+
+
+def _custom_name(params) -> str:
+    info = getattr(params["call_jaxpr"].jaxpr, "debug_info", None)
+    return getattr(info, "func_name", "") or ""
+
+
+def _apply(name, ins, params):  # noqa: C901 - one dispatch table
+    if name in _UNARY:
+        return _ew(_UNARY[name], ins[0])
+    if name in _BINARY:
+        return _ew(_BINARY[name], *ins)
+    if name == "integer_pow":
+        return _ew(lambda x: x ** params["y"], ins[0])
+    if name == "convert_element_type":
+        x = ins[0]
+        if np.dtype(params["new_dtype"]).kind in "iu":
+            return _ew(lambda v: sp.floor(v) if not isinstance(v, sp.Integer) else v, x)
+        return _ew(_to_bool_num, x) if np.dtype(params["new_dtype"]).kind == "f" else x
+    if name == "select_n":
+        return _ew(_select, *ins)
+    if name == "clamp":
+        return _ew(lambda lo, x, hi: _min(_max(x, lo), hi), *ins)
+    if name in ("pjit", "jit", "closed_call", "core_call", "remat", "checkpoint"):
+        jaxpr, consts = _sub_jaxpr(params, "jaxpr", "call_jaxpr")
+        return _eval_jaxpr(jaxpr, consts, ins)
+    if name == "custom_jvp_call":
+        fname = _custom_name(params)
+        if fname in _CLOSED_FORMS:
+            return [_ew(_CLOSED_FORMS[fname], *ins)]
+        jaxpr, consts = _sub_jaxpr(params, "call_jaxpr")
+        return _eval_jaxpr(jaxpr, consts, ins)
+    if name == "custom_vjp_call":
+        jaxpr, consts = _sub_jaxpr(params, "call_jaxpr", "fun_jaxpr")
+        return _eval_jaxpr(jaxpr, consts, ins)
+    x = ins[0] if ins else None
+    if name == "broadcast_in_dim":
+        shape, dims = params["shape"], params["broadcast_dimensions"]
+        expanded = x.reshape([x.shape[dims.index(i)] if i in dims else 1
+                              for i in range(len(shape))])
+        return np.broadcast_to(expanded, shape).copy()
+    if name == "reshape":
+        return x.reshape(params["new_sizes"])
+    if name == "squeeze":
+        return np.squeeze(x, axis=tuple(params["dimensions"]))
+    if name == "expand_dims":
+        return np.expand_dims(x, params["dimensions"])
+    if name == "transpose":
+        return np.transpose(x, params["permutation"])
+    if name == "rev":
+        return np.flip(x, axis=tuple(params["dimensions"]))
+    if name == "slice":
+        strides = params["strides"] or (1,) * x.ndim
+        return x[tuple(slice(a, b, s) for a, b, s in zip(
+            params["start_indices"], params["limit_indices"], strides))]
+    if name == "dynamic_slice":
+        starts = [int(np.asarray(s).item()) for s in ins[1:]]
+        return x[tuple(slice(s, s + n) for s, n in zip(starts, params["slice_sizes"]))]
+    if name == "gather":
+        return _gather(x, ins[1], params["dimension_numbers"], params["slice_sizes"])
+    if name == "concatenate":
+        return np.concatenate(ins, axis=params["dimension"])
+    if name == "iota":
+        return _arr(np.arange(params["shape"][params["dimension"]]).reshape(
+            [-1 if i == params["dimension"] else 1 for i in range(len(params["shape"]))]
+        ) * np.ones(params["shape"], dtype=int))
+    if name == "reduce_sum":
+        return _reduce(lambda v: sp.Add(*v), x, params["axes"])
+    if name == "reduce_prod":
+        return _reduce(lambda v: sp.Mul(*v), x, params["axes"])
+    if name == "reduce_max":
+        return _reduce(_reduce_max, x, params["axes"])
+    if name == "reduce_min":
+        return _reduce(lambda v: -_reduce_max([-t for t in v]), x, params["axes"])
+    if name == "dot_general":
+        (lc, rc), (lb, rb) = params["dimension_numbers"]
+        if lb or rb:
+            raise UnsupportedOperation("batched dot_general")
+        return _box(np.tensordot(ins[0], ins[1], axes=(list(lc), list(rc))))
+    raise UnsupportedOperation(f"JAX primitive {name!r} has no symbolic translation")
+
+
+def _split_exp_log(expr: sp.Expr) -> sp.Expr:
+    expr = expr.replace(lambda e: isinstance(e, sp.exp) and isinstance(e.args[0], sp.Add),
+                        lambda e: sp.Mul(*[sp.exp(t) for t in e.args[0].args]))
+    expr = expr.replace(lambda e: isinstance(e, sp.Add), sp.factor_terms)
+
+    def split(e):
+        arg = e.args[0]
+        exps = [f for f in sp.Mul.make_args(arg) if isinstance(f, sp.exp)]
+        rest = sp.Mul(*[f for f in sp.Mul.make_args(arg) if not isinstance(f, sp.exp)])
+        return sp.Add(*[f.args[0] for f in exps]) + sp.log(rest)
+
+    return expr.replace(
+        lambda e: isinstance(e, sp.log) and isinstance(e.args[0], sp.Mul)
+        and any(isinstance(f, sp.exp) and f.args[0].is_real for f in e.args[0].args),
+        split,
+    )
+
+
+def _drop_max_shifts(expr: sp.Expr) -> sp.Expr:
+    """Removes frozen max-shifts when the expression is exactly invariant to them."""
+    for atom in sorted(expr.atoms(Frozen), key=sp.default_sort_key):
+        if not isinstance(atom.args[0], sp.Max):
+            continue
+        m = sp.Dummy("m", real=True)
+        trial = _split_exp_log(expr.xreplace({atom: m}))
+        if m not in trial.free_symbols:
+            expr = trial
+    return expr
+
+
+def _piecewise_max(expr: sp.Expr) -> sp.Expr:
+    """Rewrites ``Max``/``Min`` that are differentiated (outside ``Frozen``) as Piecewise."""
+    frozen = {a: sp.Dummy("f") for a in expr.atoms(Frozen)}
+    body = expr.xreplace(frozen)
+    if body.has(sp.Max, sp.Min):
+        body = body.rewrite(sp.Piecewise)
+    return body.xreplace({v: k for k, v in frozen.items()})
+
+
+def sympy_from_jax(
+    loss: Callable,
+    logits: Sequence[sp.Symbol],
+    *,
+    sampled: int,
+    inputs: Mapping[str, Any] | None = None,
+) -> sp.Expr:
+    r"""Translates ``loss(logits, sampled, **inputs)`` into a SymPy expression in ``logits``.
+
+    .. math::
+        \texttt{loss}(z_0, \dots, z_{V-1}) \;\mapsto\; E(z_0, \dots, z_{V-1}) \in
+        \text{SymPy}, \quad E \equiv \texttt{loss} \text{ (value and derivatives)}
+
+    Args:
+        loss: the JAX loss for one position (see ``theorycheck.losses._spec``).
+        logits: ``V`` real SymPy symbols standing for the logits.
+        sampled: the sampled token index ``k`` (static).
+        inputs: per-position inputs and parameters. Python ``int``/``bool``/``str`` stay
+            static; every other value is traced and then bound to its exact SymPy value
+            (a float ``0.2`` becomes ``1/5``; pass SymPy values, e.g. ``sp.log(q)``,
+            to keep constants symbolic-exact).
+
+    Returns:
+        A scalar SymPy expression (``Frozen`` marks detached subexpressions).
+
+    Raises:
+        UnsupportedOperation: naming the first primitive the table does not cover, or
+            when the loss does not return a scalar.
+    """
+    inputs = dict(inputs or {})
+    static = {k: v for k, v in inputs.items() if isinstance(v, (int, bool, str))}
+    traced = {k: v for k, v in inputs.items() if k not in static}
+    names = sorted(traced)
+    vocab = len(logits)
+
+    def _numeric(v):
+        if isinstance(v, sp.Basic):
+            return float(v)
+        if isinstance(v, np.ndarray) and v.dtype == object:
+            return np.asarray([float(t) for t in v.reshape(-1)]).reshape(v.shape)
+        return np.asarray(v, dtype=np.float64)
+
+    def fn(z, *vals):
+        return loss(z, sampled, **static, **dict(zip(names, vals)))
+
+    with jax.enable_x64(True):
+        closed = jax.make_jaxpr(fn)(
+            jnp.zeros(vocab, jnp.float64),
+            *[jnp.asarray(_numeric(traced[n]), jnp.float64) for n in names],
+        )
+    if closed.out_avals[0].shape != ():
+        raise UnsupportedOperation(
+            f"the loss returns shape {closed.out_avals[0].shape}, not a scalar"
+        )
+    args = [np.asarray(list(logits), dtype=object)]
+    args += [_arr(traced[n]) if not isinstance(traced[n], np.ndarray)
+             or traced[n].dtype != object else traced[n] for n in names]
+    (out,) = _eval_jaxpr(closed.jaxpr, [_arr(c) for c in closed.consts], args)
+    expr = sp.sympify(out[()])
+    return _piecewise_max(_drop_max_shifts(expr))

@@ -1,0 +1,137 @@
+r"""Logit gradients and Hessians of a SymPy loss, and the change to probability coordinates.
+
+Differentiation keeps :class:`Frozen` subexpressions (their derivative is zero, exactly as
+JAX treats ``stop_gradient``); their values are restored at the end with ``unfreeze``.
+In *probability coordinates* :math:`e_i = e^{z_i}` a softmax-based Hessian is a rational
+function; when it is also invariant to the logit shift :math:`z \to z + c\mathbf 1` it
+depends only on :math:`p_i = e_i / \sum_j e_j` (``p_i > 0``, ``Σ p = 1``), where formal
+claims are polynomial inequalities z3 can decide.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import sympy as sp
+
+from theorycheck.symbolic._frozen import unfreeze
+
+__all__ = ["ProbabilityForm", "logit_gradient", "logit_hessian", "to_probability"]
+
+
+def logit_gradient(loss: sp.Expr, logits: Sequence[sp.Symbol]) -> list[sp.Expr]:
+    r"""The logit gradient :math:`(\partial L / \partial z_i)_i`, frozen values restored.
+
+    Args:
+        loss: scalar SymPy expression in ``logits`` (may contain ``Frozen``).
+        logits: the ``V`` logit symbols.
+
+    Returns:
+        ``V`` expressions.
+
+    Examples:
+        >>> z = sp.symbols("z0:2", real=True)
+        >>> logit_gradient(z[0] ** 2 * z[1], z)
+        [2*z0*z1, z0**2]
+    """
+    return [unfreeze(sp.diff(loss, zi)) for zi in logits]
+
+
+def logit_hessian(loss: sp.Expr, logits: Sequence[sp.Symbol]) -> sp.Matrix:
+    r"""The logit Hessian :math:`H_{ij} = \partial^2 L / \partial z_i \partial z_j`.
+
+    Frozen subexpressions are constants while differentiating (JAX's ``stop_gradient``
+    semantics) and take their values afterwards.
+
+    Args:
+        loss: scalar SymPy expression in ``logits``.
+        logits: the ``V`` logit symbols.
+
+    Returns:
+        A symmetric ``V x V`` SymPy matrix.
+
+    Examples:
+        >>> from theorycheck.symbolic import log_softmax
+        >>> z = sp.symbols("z0:2", real=True)
+        >>> h = logit_hessian(-log_softmax(z)[0], z)
+        >>> sp.simplify(h[0, 0] - sp.exp(z[0] + z[1]) / (sp.exp(z[0]) + sp.exp(z[1]))**2)
+        0
+    """
+    grad = [sp.diff(loss, zi) for zi in logits]
+    n = len(logits)
+    rows = [[None] * n for _ in range(n)]
+    for i in range(n):
+        for j in range(i, n):
+            rows[i][j] = rows[j][i] = unfreeze(sp.diff(grad[i], logits[j]))
+    return sp.Matrix(rows)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbabilityForm:
+    """An expression rewritten in probability coordinates.
+
+    Attributes:
+        expr: the expression (scalar or matrix) in ``variables``.
+        variables: ``p0..p{V-1}`` (simplex, when ``shift_invariant``) or ``e0..e{V-1}``
+            (positive reals :math:`e^{z_i}`).
+        shift_invariant: True when ``expr`` is unchanged by ``z -> z + c``; then
+            ``variables`` lie on the open simplex.
+        transcendental: True when ``exp``/``log`` remain (no z3 encoding possible).
+    """
+
+    expr: sp.Basic
+    variables: tuple[sp.Symbol, ...]
+    shift_invariant: bool
+    transcendental: bool
+
+
+def _zero(e: sp.Expr) -> bool:
+    return sp.cancel(sp.together(e)) == 0
+
+
+def to_probability(expr: sp.Basic, logits: Sequence[sp.Symbol]) -> ProbabilityForm:
+    r"""Rewrites ``expr(z)`` with :math:`e^{z_i} = e_i` and, if shift invariant, :math:`p_i`.
+
+    .. math::
+        z_i = \log e_i, \qquad p_i = e_i / \textstyle\sum_j e_j
+
+    Args:
+        expr: a SymPy expression or matrix in ``logits`` (no ``Frozen`` left).
+        logits: the ``V`` logit symbols.
+
+    Returns:
+        A :class:`ProbabilityForm`.
+
+    Examples:
+        >>> from theorycheck.symbolic import softmax
+        >>> z = sp.symbols("z0:2", real=True)
+        >>> to_probability(softmax(z)[0], z).expr
+        p0
+    """
+    n = len(logits)
+    e = sp.symbols(f"e0:{n}", positive=True)
+    p = sp.symbols(f"p0:{n}", positive=True)
+    pos = {zi: sp.log(ei) for zi, ei in zip(logits, e)}
+    in_e = expr.xreplace(pos) if not isinstance(expr, sp.MatrixBase) else expr.xreplace(pos)
+    t = sp.Symbol("t", positive=True)
+
+    def entries(x):
+        return list(x) if isinstance(x, sp.MatrixBase) else [x]
+
+    scaled = in_e.xreplace({ei: t * ei for ei in e})
+    invariant = all(_zero(sp.expand_log(a - b, force=True))
+                    for a, b in zip(entries(scaled), entries(in_e)))
+    if invariant:
+        # Degree-0 homogeneous: evaluate at e = p with sum(p) = 1 (substitute the sum).
+        total = sp.Add(*e)
+        out = in_e.xreplace({ei: pi for ei, pi in zip(e, p)})
+        out = out.replace(lambda a: a == sp.Add(*p), lambda a: sp.Integer(1))
+        out = out.applyfunc(sp.cancel) if isinstance(out, sp.MatrixBase) else out
+        variables = p
+        del total
+    else:
+        out, variables = in_e, e
+    transcendental = any(a.has(sp.exp, sp.log, sp.cosh, sp.sinh, sp.tanh)
+                         for a in entries(out))
+    return ProbabilityForm(out, tuple(variables), invariant, transcendental)

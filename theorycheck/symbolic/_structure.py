@@ -1,0 +1,232 @@
+r"""Structure theorems for logit Hessians: sampled-token, cross-entropy and regression forms.
+
+**Sampled-token family** :math:`L = f(\log\pi_k)`. With :math:`v = e_k - \pi`,
+:math:`S = \operatorname{diag}\pi - \pi\pi^\top` (so :math:`\nabla\log\pi_k = v`,
+:math:`\nabla^2\log\pi_k = -S`) the chain rule gives
+
+.. math::
+    H = f''\,v v^\top - f'\,S, \qquad
+    w^\top H w = f''\,a^2 - f'\,\mathrm{Var}_\pi(w), \quad a = w_k - \langle\pi, w\rangle .
+
+By the law of total variance (split token ``k`` from the rest, with :math:`p = \pi_k` and
+:math:`\sigma^2\ge 0` the variance of ``w`` inside the rest),
+:math:`\mathrm{Var}_\pi(w) = \tfrac{p}{1-p}a^2 + (1-p)\sigma^2`, so
+
+.. math::
+    w^\top H w = a^2\Big(f'' - f'\tfrac{p}{1-p}\Big) - f'(1-p)\,\sigma^2 .
+
+For :math:`V \ge 3`, :math:`\sigma^2` is free, hence **H ⪰ 0 iff** :math:`f' \le 0` and
+:math:`-f' + f''\,(1-\pi_k)/\pi_k \ge 0`. For :math:`V = 2`, :math:`\sigma^2 = 0` and
+H ⪰ 0 iff :math:`f''(1-\pi_k) - f'\pi_k \ge 0`. This module states the forms; the
+project proves them in :mod:`theorycheck.formal` (z3) and checks them numerically.
+
+**Cross-entropy family** :math:`L = \sum_i c_i \log\pi_i + \ell(z)` with constant (frozen)
+:math:`c` and linear :math:`\ell`: :math:`H = -(\sum_i c_i)\,S`, PSD iff
+:math:`\sum_i c_i \le 0` (SFT, LCO-KLD, any soft target). **Regression family**:
+a diagonal Hessian (:math:`L = \sum_i g_i(z_i)`), PSD iff every :math:`g_i'' \ge 0`
+(LCO-MSE, LCO-LCH). These structural facts are DERIVED here; the LCO paper's own Lemma
+4.6 text is NOT FOUND (papers.md §2.5).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import sympy as sp
+
+__all__ = [
+    "CrossEntropyFit",
+    "SampledTokenFit",
+    "fit_cross_entropy",
+    "fit_regression",
+    "fit_sampled_token",
+    "is_zero",
+    "sampled_token_condition",
+    "sampled_token_hessian",
+]
+
+
+def is_zero(expr: sp.Expr) -> bool:
+    """True only when ``expr`` is identically zero (branch by branch for Piecewise)."""
+    expr = sp.piecewise_fold(expr)
+    if isinstance(expr, sp.Piecewise):
+        return all(is_zero(branch) for branch, _ in expr.args)
+    return sp.cancel(sp.together(expr)) == 0
+
+
+def sampled_token_hessian(
+    fprime: sp.Expr, fsecond: sp.Expr, policy: Sequence[sp.Expr], sampled: int
+) -> sp.Matrix:
+    r"""The logit Hessian of :math:`L = f(\log\pi_k)`: :math:`f''vv^\top - f'S`.
+
+    Args:
+        fprime: :math:`f'(\log\pi_k)`.
+        fsecond: :math:`f''(\log\pi_k)`.
+        policy: ``V`` probabilities :math:`\pi`.
+        sampled: the index ``k``.
+
+    Returns:
+        The ``V x V`` matrix.
+
+    Examples:
+        >>> p = sp.symbols("p0:2", positive=True)
+        >>> sampled_token_hessian(-1, 0, p, 0)
+        Matrix([
+        [-p0**2 + p0,      -p0*p1],
+        [     -p0*p1, -p1**2 + p1]])
+    """
+    n = len(policy)
+    v = [(1 if i == sampled else 0) - policy[i] for i in range(n)]
+    return sp.Matrix(n, n, lambda i, j: fsecond * v[i] * v[j] - fprime * (
+        (policy[i] if i == j else 0) - policy[i] * policy[j]))
+
+
+def sampled_token_condition(
+    fprime: sp.Expr, fsecond: sp.Expr, policy_k: sp.Expr, vocab: int
+) -> sp.Basic:
+    r"""The exact PSD condition of :math:`f''vv^\top - f'S` at :math:`\pi_k`.
+
+    .. math::
+        V \ge 3:\; f' \le 0 \;\wedge\; -f' + f''\frac{1-\pi_k}{\pi_k} \ge 0; \qquad
+        V = 2:\; f''(1-\pi_k) - f'\pi_k \ge 0
+
+    Args:
+        fprime: :math:`f'`.
+        fsecond: :math:`f''`.
+        policy_k: :math:`\pi_k \in (0, 1)`.
+        vocab: ``V >= 2``.
+
+    Returns:
+        A SymPy boolean.
+
+    Examples:
+        >>> p = sp.Symbol("p", positive=True)
+        >>> sampled_token_condition(-p, -p, p, 3)  # unclipped IS with A/q = 1
+        p*(2*p - 1) >= 0
+    """
+    # Both conditions are multiplied by pi_k > 0 (and 1 - pi_k > 0 for V = 2).
+    margin = _tidy(fsecond * (1 - policy_k) - fprime * policy_k)
+    if vocab == 2:
+        return sp.Ge(margin, 0)
+    return sp.And(sp.Ge(_tidy(-fprime), 0), sp.Ge(margin, 0))
+
+
+def _tidy(expr: sp.Expr) -> sp.Expr:
+    return sp.factor(expr) if not expr.has(sp.Piecewise) else sp.piecewise_fold(expr)
+
+
+@dataclasses.dataclass(frozen=True)
+class SampledTokenFit:
+    """``H = f'' v vᵀ − f' S`` with ``f'``, ``f''`` functions of ``π_k`` alone."""
+
+    fprime: sp.Expr
+    fsecond: sp.Expr
+    policy_k: sp.Symbol
+
+
+@dataclasses.dataclass(frozen=True)
+class CrossEntropyFit:
+    """``H = c · S`` with a constant ``c`` (PSD iff ``c ≥ 0``, every V)."""
+
+    scale: sp.Expr
+
+
+def _policy(variables: Sequence[sp.Symbol]) -> list[sp.Expr]:
+    return list(variables)
+
+
+def fit_sampled_token(
+    gradient: Sequence[sp.Expr],
+    hessian: sp.Matrix,
+    variables: Sequence[sp.Symbol],
+    sampled: int,
+) -> SampledTokenFit | None:
+    r"""Recognises :math:`\nabla L = f' v` and :math:`H = f''vv^\top - f'S` (V ≥ 3).
+
+    Both in probability coordinates (``variables`` = :math:`p`, :math:`\sum p = 1`).
+
+    Args:
+        gradient: ``V`` entries of the logit gradient (probability coordinates).
+        hessian: the ``V x V`` logit Hessian (probability coordinates).
+        variables: the probability symbols :math:`p_0..p_{V-1}`.
+        sampled: the index ``k``.
+
+    Returns:
+        The fit, or None when the form does not hold identically.
+
+    Examples:
+        >>> p = sp.symbols("p0:3", positive=True)
+        >>> h = sampled_token_hessian(-1, 0, p, 0)
+        >>> fit_sampled_token([p[0] - 1, p[1], p[2]], h, p, 0).fprime
+        -1
+    """
+    n = len(variables)
+    if n < 3:
+        return None
+    p = _policy(variables)
+    i, j = [t for t in range(n) if t != sampled][:2]
+    fprime = sp.cancel(-gradient[i] / p[i])
+    v = [(1 if t == sampled else 0) - p[t] for t in range(n)]
+    if not all(is_zero(gradient[t] - fprime * v[t]) for t in range(n)):
+        return None
+    fsecond = sp.cancel(hessian[i, j] / (p[i] * p[j]) - fprime)
+    model = sampled_token_hessian(fprime, fsecond, p, sampled)
+    if not all(is_zero(hessian[a, b] - model[a, b]) for a in range(n) for b in range(a, n)):
+        return None
+    others = set(p) - {p[sampled]}
+    if (fprime.free_symbols | fsecond.free_symbols) & others:
+        return None
+    return SampledTokenFit(fprime, fsecond, p[sampled])
+
+
+def fit_cross_entropy(
+    hessian: sp.Matrix, variables: Sequence[sp.Symbol]
+) -> CrossEntropyFit | None:
+    r"""Recognises :math:`H = c\,S` with a constant ``c`` (probability coordinates).
+
+    Args:
+        hessian: the ``V x V`` logit Hessian in probability coordinates.
+        variables: the probability symbols.
+
+    Returns:
+        The fit, or None.
+
+    Examples:
+        >>> p = sp.symbols("p0:3", positive=True)
+        >>> fit_cross_entropy(2 * sampled_token_hessian(-1, 0, p, 0), p).scale
+        2
+    """
+    p = _policy(variables)
+    n = len(p)
+    scale = sp.cancel(-hessian[0, 1] / (p[0] * p[1]))
+    if scale.free_symbols & set(p):
+        return None
+    model = sampled_token_hessian(-scale, 0, p, 0)
+    if not all(is_zero(hessian[a, b] - model[a, b]) for a in range(n) for b in range(a, n)):
+        return None
+    return CrossEntropyFit(scale)
+
+
+def fit_regression(hessian: sp.Matrix, logits: Sequence[sp.Symbol]) -> list[sp.Expr] | None:
+    r"""Recognises a diagonal Hessian whose ``i``-th entry depends on :math:`z_i` only.
+
+    Args:
+        hessian: the ``V x V`` logit Hessian in logit coordinates.
+        logits: the logit symbols.
+
+    Returns:
+        The diagonal entries :math:`g_i''(z_i)`, or None.
+
+    Examples:
+        >>> z = sp.symbols("z0:2", real=True)
+        >>> fit_regression(sp.diag(2, 1 / sp.cosh(z[1]) ** 2), z)
+        [2, cosh(z1)**(-2)]
+    """
+    n = len(logits)
+    if not all(is_zero(hessian[a, b]) for a in range(n) for b in range(n) if a != b):
+        return None
+    diag = [hessian[a, a] for a in range(n)]
+    if any(d.free_symbols & (set(logits) - {logits[a]}) for a, d in enumerate(diag)):
+        return None
+    return diag
