@@ -1,0 +1,22 @@
+"""JAX-only numeric core: divergences, their directional derivatives Ḋ, masks.
+
+For behavior mu, policy pi = softmax(z), sampled token k and direction v = e_k - pi.
+Never imports sympy or z3 (``tests/test_layering.py``).
+"""
+
+from theorycheck.numeric._ddot import DdotResult, ddot
+from theorycheck.numeric._divergence import binary_kl, binary_tv, divergence
+from theorycheck.numeric._masks import dppo_mask, predictive_mask, ratio_mask
+from theorycheck.numeric._support import TopKBehavior
+
+__all__ = [
+    "DdotResult",
+    "TopKBehavior",
+    "binary_kl",
+    "binary_tv",
+    "ddot",
+    "divergence",
+    "dppo_mask",
+    "predictive_mask",
+    "ratio_mask",
+]

@@ -1,0 +1,198 @@
+r"""Directional derivative :math:`\dot D = \langle \nabla_z D, v \rangle`, v = e_k - pi.
+
+Split into a local (sampled-token) and a global (softmax-coupling) term,
+:math:`\text{local} = \langle \nabla_z D, e_k \rangle`,
+:math:`\text{global} = -\langle \nabla_z D, \pi \rangle`.
+
+Forward KL (Predictive Divergence Masks, arXiv 2607.10848, Prop. 1 / Eq. 7-9; paper text
+NOT FOUND, formula DERIVED in research notes §1.3 and checked here by autodiff):
+
+.. math::
+    \dot D_{KL} = \underbrace{(\pi_k - \mu_k)}_{\text{local}}
+                + \underbrace{\textstyle\sum_i \pi_i(\mu_i - \pi_i)}_{\text{global}}
+
+Total variation (same paper, Appendix D / Eq. 34: NOT FOUND, DERIVED §1.10), with
+:math:`s_i = \mathrm{sign}(\pi_i - \mu_i)` (0 at a tie, a subgradient) and
+:math:`\bar S = \sum_i s_i \pi_i`:
+
+.. math::
+    \dot D_{TV} = \underbrace{\tfrac12 \pi_k (s_k - \bar S)}_{\text{local}}
+        \underbrace{- \tfrac12 \textstyle\sum_i \pi_i^2 (s_i - \bar S)}_{\text{global}}
+
+Top-K estimators (support S and tail T as in :mod:`._support`) replace the tail part of
+the global sum. With an effective tail sum of squares :math:`\hat Q`,
+
+.. math::
+    \text{global}_{KL} = \sum_{a \in S} \pi_a(\mu_a - \pi_a) + \hat Q (\mu_T/\pi_T - 1),
+    \quad
+    \text{global}_{TV} = -\tfrac12\Big[\sum_{a \in S} \pi_a^2(s_a - \bar S)
+                          + \hat Q (s_T - \bar S)\Big]
+
+* aggregated tail, :math:`\hat Q = \pi_T^2`: the exact Ḋ of the reduced (|S|+1)-category
+  distribution with its own direction (Eq. 10; INFERRED from third-party code);
+* uniform tail, :math:`\hat Q = \pi_T^2 / (V - |S|)`: exact when both tails are uniform
+  (Eq. 11; INFERRED);
+* proportional tail, :math:`\hat Q = Q_T = \sum_{i \notin S} \pi_i^2` (exact:
+  the trainer holds the full logits), the unseen behavior tail taken proportional to
+  pi's tail, :math:`\mu_i = \mu_T \pi_i / \pi_T`. Not in the papers (DERIVED here).
+  It equals the *exact* derivative of :math:`D_{TopK}` (KL or TV) along the true
+  full-vocabulary direction v, because :math:`D_{TopK}` sees the tail only through
+  :math:`\pi_T`, and :math:`d\pi_T/dt = -Q_T - \pi_T\,\pi\cdot v`.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax.typing import ArrayLike
+from jaxtyping import Array
+
+from theorycheck._errors import BadInput
+from theorycheck.numeric import _checks
+from theorycheck.numeric._divergence import default_topk, validate
+from theorycheck.numeric._support import SUPPORTS, Reduced, reduce_to_support
+
+DDOT_KINDS = ("kl", "tv")
+ESTIMATORS = ("full", "topk_aggregated", "topk_uniform", "topk_proportional")
+
+
+class DdotResult(NamedTuple):
+    """Ḋ with its local (sampled-token) and global (softmax-coupling) parts."""
+
+    ddot: Array
+    local: Array
+    global_: Array
+
+
+def full_ddot(blogp: Array, logp: Array, sampled: Array, kind: str) -> DdotResult:
+    """Exact full-vocabulary Ḋ from log-probs (no checks; jit-safe)."""
+    pi = jnp.exp(logp)
+    mu = jnp.exp(blogp)
+    k = sampled[..., None]
+    pi_k = jnp.take_along_axis(pi, k, axis=-1)[..., 0]
+    if kind == "kl":
+        mu_k = jnp.take_along_axis(mu, k, axis=-1)[..., 0]
+        local = pi_k - mu_k
+        glob = jnp.sum(pi * (mu - pi), axis=-1)
+    else:
+        s = jnp.sign(pi - mu)
+        s_bar = jnp.sum(s * pi, axis=-1)
+        s_k = jnp.take_along_axis(s, k, axis=-1)[..., 0]
+        local = 0.5 * pi_k * (s_k - s_bar)
+        glob = -0.5 * jnp.sum(pi * pi * (s - s_bar[..., None]), axis=-1)
+    return DdotResult(local + glob, local, glob)
+
+
+def tail_norm2_estimate(r: Reduced, estimator: str) -> Array:
+    """The effective tail sum of squares Q-hat of each top-K estimator."""
+    pi_t = jnp.exp(r.logpi_tail)
+    if estimator == "topk_aggregated":
+        return pi_t * pi_t
+    if estimator == "topk_uniform":
+        n = jnp.maximum(r.n_tail, 1).astype(pi_t.dtype)
+        return jnp.where(r.n_tail > 0, pi_t * pi_t / n, 0.0)
+    if estimator == "topk_proportional":
+        return r.tail_norm2
+    raise ValueError(estimator)
+
+
+def reduced_ddot(r: Reduced, kind: str, estimator: str) -> DdotResult:
+    """Ḋ from the support slots and a tail model (no checks; jit-safe)."""
+    pi = jnp.where(r.valid, jnp.exp(r.logpi), 0.0)
+    mu = jnp.where(r.valid, jnp.exp(r.logmu), 0.0)
+    pi_t, mu_t = jnp.exp(r.logpi_tail), jnp.exp(r.logmu_tail)
+    pi_k = jnp.sum(jnp.where(r.is_k, pi, 0.0), axis=-1)
+    q_hat = tail_norm2_estimate(r, estimator)
+    if kind == "kl":
+        mu_k = jnp.sum(jnp.where(r.is_k, mu, 0.0), axis=-1)
+        local = pi_k - mu_k
+        safe = jnp.where(pi_t > 0, pi_t, 1.0)
+        tail = jnp.where(pi_t > 0, q_hat * (mu_t / safe - 1.0), 0.0)
+        glob = jnp.sum(pi * (mu - pi), axis=-1) + tail
+    else:
+        s = jnp.sign(pi - mu)
+        s_t = jnp.sign(pi_t - mu_t)
+        s_bar = jnp.sum(s * pi, axis=-1) + s_t * pi_t
+        s_k = jnp.sum(jnp.where(r.is_k, s, 0.0), axis=-1)
+        local = 0.5 * pi_k * (s_k - s_bar)
+        inside = jnp.sum(pi * pi * (s - s_bar[..., None]), axis=-1)
+        glob = -0.5 * (inside + q_hat * (s_t - s_bar))
+    return DdotResult(local + glob, local, glob)
+
+
+@functools.partial(jax.jit, static_argnames=("kind", "estimator", "topk", "support"))
+def _ddot(behavior, logits, sampled, kind, estimator, topk, support):
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    if estimator == "full":
+        return full_ddot(jnp.asarray(behavior, logp.dtype), logp, sampled, kind)
+    r = reduce_to_support(behavior, logp, sampled, topk=topk, support=support)
+    return reduced_ddot(r, kind, estimator)
+
+
+def ddot(
+    behavior_logp,
+    logits: ArrayLike,
+    sampled: ArrayLike,
+    *,
+    kind: str = "kl",
+    estimator: str = "full",
+    topk: int | None = None,
+    support: str = "union",
+) -> DdotResult:
+    r"""Directional derivative of :math:`D(\mu\|\pi)` along v = e_k - pi (module doc).
+
+    .. math::
+        \dot D = \frac{d}{dt} D\big(\mu \,\|\, \mathrm{softmax}(z + t(e_k - \pi))\big)
+                 \Big|_{t=0}
+
+    Args:
+        behavior_logp: ``[..., V]`` behavior log-probs (``-inf`` allowed), or a
+            :class:`TopKBehavior` (top-K estimators only).
+        logits: ``[..., V]`` policy logits z.
+        sampled: ``[...]`` integer sampled token k.
+        kind: ``"kl"`` (forward KL) or ``"tv"``.
+        estimator: ``"full"`` (exact), ``"topk_aggregated"``, ``"topk_uniform"`` or
+            ``"topk_proportional"``.
+        topk: K for the top-K estimators.
+        support: ``"union"`` or ``"k_slots"`` (see :func:`divergence`).
+
+    Returns:
+        :class:`DdotResult` ``(ddot, local, global_)``, each ``[...]``.
+
+    Examples:
+        >>> import numpy as np
+        >>> mu = np.log(np.array([0.5, 0.3, 0.2]))
+        >>> float(ddot(mu, mu, 1).ddot)
+        0.0
+
+    References:
+        Predictive Divergence Masks (arXiv 2607.10848) Prop. 1 / Eq. 7-11 and
+        Appendix D: paper text NOT FOUND; formulas DERIVED (research notes §1.3-1.10).
+    """
+    if kind not in DDOT_KINDS:
+        raise BadInput(f"kind must be one of {DDOT_KINDS}, got {kind!r}")
+    if estimator not in ESTIMATORS:
+        raise BadInput(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
+    if support not in SUPPORTS:
+        raise BadInput(f"support must be one of {SUPPORTS}, got {support!r}")
+    full = estimator == "full"
+    if not full:
+        topk = default_topk(behavior_logp, topk)
+        _checks.check_topk(topk)
+    else:
+        topk = None
+    validate(behavior_logp, logits, sampled, need_full=full, topk=topk)
+    if topk is not None:  # K >= V means the whole vocabulary: one compiled shape
+        topk = min(int(topk), jnp.shape(logits)[-1])
+    return _ddot(
+        behavior_logp,
+        jnp.asarray(logits),
+        jnp.asarray(sampled),
+        kind,
+        estimator,
+        topk,
+        support,
+    )
