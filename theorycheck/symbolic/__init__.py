@@ -24,6 +24,8 @@ from theorycheck.symbolic._structure import (
     is_zero,
     sampled_token_condition,
     sampled_token_hessian,
+    sampled_token_identity,
+    total_variance_gap,
 )
 
 __all__ = [
@@ -43,8 +45,10 @@ __all__ = [
     "logit_hessian",
     "sampled_token_condition",
     "sampled_token_hessian",
+    "sampled_token_identity",
     "softmax",
     "softmax_directional_derivative",
     "to_probability",
+    "total_variance_gap",
     "unfreeze",
 ]

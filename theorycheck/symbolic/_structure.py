@@ -44,6 +44,8 @@ __all__ = [
     "is_zero",
     "sampled_token_condition",
     "sampled_token_hessian",
+    "sampled_token_identity",
+    "total_variance_gap",
 ]
 
 
@@ -230,3 +232,73 @@ def fit_regression(hessian: sp.Matrix, logits: Sequence[sp.Symbol]) -> list[sp.E
     if any(d.free_symbols & (set(logits) - {logits[a]}) for a, d in enumerate(diag)):
         return None
     return diag
+
+
+def sampled_token_identity(vocab: int, sampled: int = 0) -> sp.Matrix:
+    r"""Gap between the chain-rule Hessian of :math:`f(\log\pi_k)` and :math:`f''vv^\top-f'S`.
+
+    ``f`` is an undefined SymPy function, so the identity is checked for *every* smooth
+    ``f`` at this ``V``.
+
+    Args:
+        vocab: ``V``.
+        sampled: the index ``k``.
+
+    Returns:
+        The ``V x V`` difference in probability coordinates (zero entries when the
+        theorem's Hessian form holds).
+
+    Examples:
+        >>> all(is_zero(e) for e in sampled_token_identity(3))
+        True
+    """
+    from theorycheck.symbolic._derive import logit_hessian, to_probability
+    from theorycheck.symbolic._softmax import log_softmax
+
+    z = sp.symbols(f"z0:{vocab}", real=True)
+    u = sp.Symbol("u", real=True)
+    f = sp.Function("f")
+    loss = f(log_softmax(z)[sampled])
+    h = logit_hessian(loss, z)
+    lk = log_softmax(z)[sampled]
+    f1 = sp.Subs(sp.diff(f(u), u), u, lk).doit()
+    f2 = sp.Subs(sp.diff(f(u), u, 2), u, lk).doit()
+    p = [sp.exp(t) / sp.Add(*[sp.exp(s) for s in z]) for t in z]
+    gap = h - sampled_token_hessian(f1, f2, p, sampled)
+    fs = sp.symbols("F1 F2", real=True)
+    gap = gap.subs({f2: fs[1], f1: fs[0]})
+    return to_probability(gap, z).expr
+
+
+def total_variance_gap(vocab: int, sampled: int = 0) -> sp.Expr:
+    r"""Gap in the law of total variance used by the structure theorem.
+
+    .. math::
+        \mathrm{Var}_\pi(w) = \frac{p}{1-p}\,a^2 + (1-p)\,\sigma^2,\quad
+        a = w_k - \langle\pi,w\rangle,\ p = \pi_k,\
+        \sigma^2 = \sum_{i\ne k}\frac{\pi_i}{1-p}\Big(w_i - m\Big)^2,\
+        m = \sum_{i\ne k}\frac{\pi_i w_i}{1-p}
+
+    Args:
+        vocab: ``V``.
+        sampled: the index ``k``.
+
+    Returns:
+        ``lhs - rhs`` as a rational function of :math:`\pi` (with
+        :math:`\pi_k = 1 - \sum_{i \ne k}\pi_i`) and ``w``; zero when the identity holds.
+
+    Examples:
+        >>> total_variance_gap(4)
+        0
+    """
+    w = sp.symbols(f"w0:{vocab}", real=True)
+    q = sp.symbols(f"p0:{vocab}", positive=True)
+    rest = [i for i in range(vocab) if i != sampled]
+    pk = 1 - sp.Add(*[q[i] for i in rest])
+    pi = [pk if i == sampled else q[i] for i in range(vocab)]
+    mean = sp.Add(*[pi[i] * w[i] for i in range(vocab)])
+    var = sp.Add(*[pi[i] * (w[i] - mean) ** 2 for i in range(vocab)])
+    a = w[sampled] - mean
+    m = sp.Add(*[pi[i] * w[i] for i in rest]) / (1 - pk)
+    sigma2 = sp.Add(*[pi[i] / (1 - pk) * (w[i] - m) ** 2 for i in rest])
+    return sp.cancel(sp.together(var - (pk / (1 - pk) * a**2 + (1 - pk) * sigma2)))

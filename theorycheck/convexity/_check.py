@@ -1,0 +1,268 @@
+r"""``check_convexity``: structure → symbolic → formal → numeric search, one verdict.
+
+A loss is *logits-convex* when its logit Hessian (frozen quantities held constant, as
+``jax.hessian`` treats ``stop_gradient``) is positive semidefinite at every logit vector.
+Verdicts are sound: ``convex`` only with a proof (a structure theorem for every V, or z3
+at the listed V); ``not_convex`` only with a counterexample re-checked exactly (z3 model,
+rational arithmetic) or by two float64 routes (autodiff Hessian and finite differences);
+otherwise ``unknown``. The LCO paper's logits-convexity definition (Hessian PSD) is from
+secondary sources (papers.md §2.1); its text is NOT FOUND.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from fractions import Fraction
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from theorycheck._errors import BadInput
+from theorycheck.bridge import UnsupportedOperation
+from theorycheck.convexity import _search
+from theorycheck.convexity._formal_stage import formal_psd
+from theorycheck.convexity._resolve import build_inputs, resolve
+from theorycheck.convexity._structural import analyse_structure, derive
+
+__all__ = ["ConvexityResult", "check_convexity", "local_check", "sanity_check"]
+
+
+@dataclasses.dataclass
+class ConvexityResult:
+    """The verdict and how it was reached (the CLI's JSON object)."""
+
+    loss: str
+    verdict: str
+    scope: str
+    methods: list[dict[str, str]]
+    counterexample: dict[str, Any] | None
+    condition: str | None
+    params: dict[str, float]
+    family: str | None = None
+    fit: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"loss": self.loss, "verdict": self.verdict, "scope": self.scope,
+                "methods": self.methods, "counterexample": self.counterexample,
+                "condition": self.condition}
+
+
+def sanity_check(loss, vocab: int, sampled: int, inputs) -> None:
+    """Evaluates the loss once: it must run and return one finite scalar.
+
+    Raises:
+        BadInput: naming what went wrong.
+    """
+    z = np.linspace(-1.0, 1.0, vocab)
+    try:
+        with jax.enable_x64(True):
+            out = jax.jit(lambda x: loss(x, sampled, **inputs))(jnp.asarray(z, jnp.float64))
+    except BadInput:
+        raise
+    except Exception as err:  # the user's function: report whatever it raised
+        raise BadInput(f"the loss raised {type(err).__name__}: {err}") from err
+    if out.shape != ():
+        raise BadInput(f"the loss returns shape {tuple(out.shape)}, not a scalar")
+    if not bool(jnp.isfinite(out)):
+        raise BadInput(f"the loss is not finite ({float(out)}) at logits {np.asarray(z)}")
+
+
+def _frac_list(xs):
+    return [float(x) for x in xs]
+
+
+def _witness_logits(pk: Fraction, vocab: int, sampled: int, kind: str):
+    """Logits with pi_k = pk, the rest uniform, and the theorem's bad direction."""
+    p = float(pk)
+    rest = (1.0 - p) / (vocab - 1)
+    pi = np.full(vocab, rest)
+    pi[sampled] = p
+    logits = np.log(pi)
+    if kind == "fprime":  # a = 0, sigma^2 > 0: move two non-sampled logits apart
+        i, j = [t for t in range(vocab) if t != sampled][:2]
+        u = np.zeros(vocab)
+        u[i], u[j] = 1.0, -1.0
+    else:  # sigma^2 = 0, a = 1: the minimum-variance direction
+        u = np.full(vocab, -p / (1.0 - p))
+        u[sampled] = 1.0
+    return logits, u
+
+
+def _dense_curvature(loss, logits, sampled, inputs, u) -> float:
+    with jax.enable_x64(True):
+        h = jax.jit(jax.hessian(lambda z: loss(z, sampled, **inputs)))(jnp.asarray(logits))
+        return float(jnp.asarray(u) @ h @ jnp.asarray(u))
+
+
+def check_convexity(
+    spec: str,
+    *,
+    vocab: tuple[int, ...] = (3,),
+    params: dict[str, float] | None = None,
+    timeout_s: float = 20.0,
+    num_starts: int = 512,
+    seed: int = 0,
+) -> ConvexityResult:
+    r"""Decides whether a loss is convex in the logits (PSD logit Hessian everywhere).
+
+    .. math::
+        \text{convex} \iff \forall z \in \mathbb R^V:\ \nabla_z^2 L(z) \succeq 0
+
+    Args:
+        spec: registry name or ``path/to/file.py:function``.
+        vocab: vocabulary sizes for the formal and numeric stages (each ≥ 2).
+        params: ``--set`` values (``adv``, ``q``, hyperparameters).
+        timeout_s: z3 time budget per claim.
+        num_starts: numeric search starts per V.
+        seed: seed of the numeric search.
+
+    Returns:
+        A :class:`ConvexityResult`.
+
+    Raises:
+        BadInput: unknown spec, bad parameter, loss that raises / is not a finite scalar.
+    """
+    params = dict(params or {})
+    if not vocab or min(vocab) < 2:
+        raise BadInput(f"--vocab {list(vocab)}: every V must be >= 2")
+    resolved = resolve(spec)
+    sampled = 0
+    numeric_in = {v: build_inputs(resolved, params, v, sampled) for v in set(vocab) | {3, 4}}
+    record = numeric_in[min(vocab)][2]
+    for v in sorted(set(vocab) | {3}):
+        sanity_check(resolved.loss, v, sampled, numeric_in[v][0])
+    methods: list[dict[str, str]] = []
+    result = ConvexityResult(resolved.name, "unknown", "", methods, None, None, record)
+    timeout_ms = int(timeout_s * 1000)
+
+    def counterexample(logits, u, curvature, vocab_size):
+        return {"logits": [float(x) for x in logits], "sampled": sampled,
+                "params": record, "direction": [float(x) for x in u],
+                "curvature": float(curvature), "vocab": vocab_size}
+
+    # 1. Structure (every V), from the symbolic form derived from the JAX function.
+    derived = {}
+    try:
+        struct, derived = analyse_structure(resolved.loss, sampled,
+                                            lambda v: numeric_in[v][1],
+                                            timeout_ms=timeout_ms)
+        methods.append({"method": "structure", "status": struct.status,
+                        "detail": struct.detail})
+        result.family, result.fit = struct.family, struct.fit
+        result.condition = struct.condition
+        if struct.status == "proved":
+            result.verdict, result.scope = "convex", "all V >= 2"
+        elif struct.status == "refuted":
+            pk, kind = struct.witness
+            v = max(3, min(vocab))
+            logits, u = _witness_logits(pk, v, sampled, kind)
+            curv = _dense_curvature(resolved.loss, logits, sampled, numeric_in.get(
+                v, numeric_in[3])[0], u)
+            fd = _search.curvature_fd(resolved.loss, logits, sampled,
+                                      numeric_in.get(v, numeric_in[3])[0], u)
+            methods.append({"method": "float64 re-check", "status":
+                            "confirmed" if (curv < 0 and fd < 0) else "not visible",
+                            "detail": f"u^T H u = {curv:.6g} (autodiff), {fd:.6g} (finite "
+                                      f"differences) at pi_k = {float(pk):.6g}, V = {v}"})
+            result.verdict, result.scope = "not_convex", "all V >= 3"
+            result.counterexample = counterexample(logits, u, curv, v)
+    except UnsupportedOperation as err:
+        methods.append({"method": "symbolic", "status": "skipped",
+                        "detail": f"unsupported operation: {err}; numeric only"})
+    # 2. Formal, at each requested V (a second route, or the only proof).
+    if derived or result.verdict == "unknown":
+        for v in sorted(vocab):
+            if v > 5:
+                methods.append({"method": f"z3 V={v}", "status": "skipped",
+                                "detail": "formal stage runs for V <= 5"})
+                continue
+            try:
+                d = derived.get(v) or derive(resolved.loss, v, sampled, numeric_in[v][1])
+            except UnsupportedOperation as err:
+                methods.append({"method": f"z3 V={v}", "status": "skipped",
+                                "detail": str(err)})
+                continue
+            out = formal_psd(d, timeout_ms=timeout_ms)
+            methods.append({"method": f"z3 V={v}", "status": out.status,
+                            "detail": out.detail})
+            if out.status == "refuted" and result.counterexample is None:
+                probs = [float(x) for x in out.probabilities]
+                logits = [math.log(x) for x in probs]
+                u = [float(x) for x in out.direction]
+                curv = float(out.curvature)
+                ce = counterexample(logits, u, curv, v)
+                ce["probabilities_exact"] = [str(x) for x in out.probabilities]
+                ce["curvature_exact"] = str(out.curvature)
+                result.counterexample = ce
+                result.verdict, result.scope = "not_convex", f"V = {v}"
+            elif out.status == "proved" and result.verdict == "unknown":
+                result.verdict = "convex"
+                result.scope = f"V = {v}" if not result.scope else \
+                    result.scope.replace("V = ", "V in {") + f", {v}}}"
+    # 3. Numeric search (second route for a proof; the only route when symbolic fails).
+    total = 0
+    found = None
+    for v in sorted(vocab):
+        if v > 64:
+            continue
+        out = _search.search(resolved.loss, v, sampled, numeric_in[v][0],
+                             seed=seed + v,
+                             num_starts=num_starts)
+        total += out.num_samples
+        if out.found and found is None:
+            found = (v, out)
+    if found is not None:
+        v, out = found
+        methods.append({"method": "numeric search", "status": "refuted",
+                        "detail": f"lambda_min = {out.curvature:.6g} (autodiff), "
+                                  f"u^T H u = {out.curvature_fd:.6g} (finite differences)"
+                                  f" at V = {v}"})
+        if result.verdict == "convex":
+            result.verdict = "unknown"
+            methods.append({"method": "consistency", "status": "conflict",
+                            "detail": "a proof and a numeric counterexample disagree"})
+        elif result.counterexample is None:
+            result.verdict, result.scope = "not_convex", f"V = {v}"
+            result.counterexample = counterexample(out.logits, out.direction,
+                                                   out.curvature, v)
+    else:
+        methods.append({"method": "numeric search", "status": "unknown",
+                        "detail": f"no counterexample found ({total} samples)"})
+    if result.verdict == "unknown" and not result.scope:
+        result.scope = "V in {" + ", ".join(map(str, sorted(vocab))) + "}"
+    return result
+
+
+def local_check(spec: str, logits, sampled: int, *, params=None) -> dict[str, Any]:
+    """Smallest logit-Hessian eigenvalue at one point (any V; Lanczos above V = 512).
+
+    Args:
+        spec: registry name or ``path/to/file.py:function``.
+        logits: shape ``[V]``.
+        sampled: ``k``.
+        params: ``--set`` values.
+
+    Returns:
+        ``{"loss", "min_eigenvalue", "psd", "method", "residual"}``.
+    """
+    from theorycheck.numeric._hessian import min_eigenvalue
+
+    resolved = resolve(spec)
+    z = np.asarray(logits, dtype=np.float64)
+    if z.ndim != 1 or z.size < 2 or not np.all(np.isfinite(z)):
+        raise BadInput(f"--at: need >= 2 finite logits, got {z.size} values")
+    if not 0 <= sampled < z.size:
+        raise BadInput(f"--sampled {sampled} is out of range for V = {z.size}")
+    numeric, _, record = build_inputs(resolved, dict(params or {}), z.size, sampled)
+    sanity_check(resolved.loss, z.size, sampled, numeric)
+    res = min_eigenvalue(resolved.loss, z, sampled, inputs=numeric)
+    # A Lanczos value is an upper bound on lambda_min: "psd" only if it is >= -residual
+    # and the method is exact (dense); a negative value is a certificate either way.
+    tol = 1e-12 + 2 * res.residual
+    psd = bool(res.value >= -tol) if res.method == "dense" else (
+        False if res.value < -tol else None)
+    return {"loss": resolved.name, "min_eigenvalue": res.value, "psd": psd,
+            "method": res.method, "residual": res.residual, "params": record}

@@ -1,0 +1,229 @@
+r"""Structure stage: recognise a family from the derived SymPy form and decide for all V.
+
+Families (statements and proofs in :mod:`theorycheck.symbolic._structure` and
+:mod:`theorycheck.formal._theorems`):
+
+* ``sampled_token``: :math:`H = f''vv^\top - f'S` with :math:`f', f''` functions of
+  :math:`\pi_k` only. PSD (V ≥ 3) iff :math:`f' \le 0` and
+  :math:`-f' + f''(1-\pi_k)/\pi_k \ge 0`; the exact convex region in :math:`\pi_k` follows.
+* ``cross_entropy``: :math:`H = c\,S` with constant ``c``; PSD iff ``c ≥ 0``.
+* ``regression``: diagonal Hessian with entry ``i`` depending on :math:`z_i` only.
+* nonnegative sums of the above (term by term).
+
+A family is accepted only when it is recognised identically at two vocabulary sizes
+(V = 3 and V = 4), from the same shape-generic JAX function.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from fractions import Fraction
+
+import sympy as sp
+
+from theorycheck import formal, symbolic
+from theorycheck.bridge import sympy_from_jax
+
+__all__ = ["Derived", "StructureResult", "analyse_structure", "derive"]
+
+#: mpmath digits for re-checking a transcendental condition at a point.
+HIGH_PRECISION = 50
+
+
+@dataclasses.dataclass(frozen=True)
+class Derived:
+    """The loss at one V: expression, gradient and Hessian in probability coordinates."""
+
+    vocab: int
+    logits: tuple[sp.Symbol, ...]
+    expr: sp.Expr
+    gradient: symbolic.ProbabilityForm
+    hessian: symbolic.ProbabilityForm
+    hessian_z: sp.Matrix
+
+
+def derive(loss, vocab: int, sampled: int, exact_inputs) -> Derived:
+    """Translates the JAX loss at ``V = vocab`` and derives its logit gradient/Hessian."""
+    z = sp.symbols(f"z0:{vocab}", real=True)
+    expr = sympy_from_jax(loss, z, sampled=sampled, inputs=exact_inputs)
+    grad = sp.Matrix(symbolic.logit_gradient(expr, z))
+    hess = symbolic.logit_hessian(expr, z)
+    return Derived(vocab, z, expr, symbolic.to_probability(grad, z),
+                   symbolic.to_probability(hess, z), hess)
+
+
+@dataclasses.dataclass(frozen=True)
+class StructureResult:
+    """Outcome of the structure stage.
+
+    Attributes:
+        family: recognised family name, or None.
+        status: ``"proved"`` (PSD for every V ≥ 2), ``"refuted"`` (not PSD for any
+            V ≥ 3, with ``witness``), or ``"unknown"``.
+        condition: exact convex region (text) when known.
+        detail: one line for the methods list.
+        witness: ``(pi_k, direction_kind)`` where the condition fails, exact.
+        fit: the sampled-token fit when recognised.
+    """
+
+    family: str | None
+    status: str
+    condition: str | None
+    detail: str
+    witness: tuple[Fraction, str] | None = None
+    fit: symbolic.SampledTokenFit | None = None
+
+
+def _solve(cond: sp.Basic, p: sp.Symbol) -> sp.Set:
+    domain = sp.Interval.open(0, 1)
+    if cond in (sp.true, sp.false):
+        return domain if cond == sp.true else sp.S.EmptySet
+    if isinstance(cond, sp.And):
+        return sp.Intersection(*[_solve(c, p) for c in cond.args])
+    if isinstance(cond, sp.Or):
+        return sp.Union(*[_solve(c, p) for c in cond.args])
+    return sp.solveset(cond, p, domain)
+
+
+def _region_text(cond: sp.Basic, p: sp.Symbol) -> str | None:
+    try:
+        region = _solve(cond, p)
+    except (NotImplementedError, TypeError, ValueError, AttributeError):
+        return None
+    if not isinstance(region, sp.Set) or isinstance(region, sp.ConditionSet):
+        return None
+    if region == sp.S.EmptySet:
+        return "never"
+    if region == sp.Interval.open(0, 1):
+        return "always"
+    if isinstance(region, sp.Interval):
+        parts = []
+        if region.start > 0:
+            parts.append(f"pi_k {'>' if region.left_open else '>='} {region.start}")
+        if region.end < 1:
+            parts.append(f"pi_k {'<' if region.right_open else '<='} {region.end}")
+        return " and ".join(parts)
+    return f"pi_k in {region}"
+
+
+def _scan(cond_expr: sp.Expr, p: sp.Symbol) -> Fraction | None:
+    """Finds a grid point in (0, 1) where ``cond_expr < 0`` at high precision."""
+    grid = [Fraction(1, 10**e) for e in range(12, 1, -1)]
+    grid += [Fraction(i, 64) for i in range(1, 64)]
+    grid += [1 - Fraction(1, 10**e) for e in range(2, 12)]
+    for x in grid:
+        val = cond_expr.subs(p, sp.Rational(x.numerator, x.denominator))
+        val = sp.N(val, HIGH_PRECISION)
+        if val.is_real and val < 0:
+            return x
+    return None
+
+
+def _sampled_token(fit: symbolic.SampledTokenFit, timeout_ms: int) -> StructureResult:
+    # A plain real symbol: with positive=True SymPy would fold the assumption p > 0
+    # to True before it reaches z3.
+    p = sp.Symbol("pi_k", real=True)
+    f1 = fit.fprime.xreplace({fit.policy_k: p})
+    f2 = fit.fsecond.xreplace({fit.policy_k: p})
+    margin = f2 * (1 - p) - f1 * p
+    cond3 = symbolic.sampled_token_condition(f1, f2, p, 3)
+    cond2 = symbolic.sampled_token_condition(f1, f2, p, 2)
+    region3, region2 = _region_text(cond3, p), _region_text(cond2, p)
+    condition = None
+    if region3 is not None:
+        condition = f"{region3} (V >= 3)"
+        if region2 is not None and region2 != region3:
+            condition += f"; {region2} (V = 2)"
+    claims = [("fprime", -f1 >= 0), ("margin", margin >= 0)]
+    results = {}
+    for name, claim in claims:
+        res = formal.prove(claim, [p], assumptions=[p > 0, p < 1], timeout_ms=timeout_ms)
+        if res.status == "unknown" and "not encodable" in res.detail:
+            bad = _scan(-f1 if name == "fprime" else margin, p)
+            if bad is not None:
+                res = formal.ProofResult("refuted", {p.name: bad},
+                                         f"grid point re-checked at {HIGH_PRECISION} digits")
+        results[name] = res
+    detail = (f"sampled-token family f(log pi_k): f' = {sp.sstr(f1)}, "
+              f"f'' = {sp.sstr(f2)}; "
+              f"z3: f'<=0 {results['fprime'].status}, margin {results['margin'].status}")
+    for name in ("fprime", "margin"):
+        if results[name].status == "refuted":
+            pk = results[name].counterexample[p.name]
+            return StructureResult("sampled_token", "refuted", condition, detail,
+                                   (pk, name), fit)
+    if all(r.status == "proved" for r in results.values()):
+        return StructureResult("sampled_token", "proved", "always", detail, None, fit)
+    if condition is None and "margin" in results:
+        condition = f"{sp.sstr(margin)} >= 0 and {sp.sstr(-f1)} >= 0 (V >= 3)"
+    return StructureResult("sampled_token", "unknown", condition, detail, None, fit)
+
+
+def _same(a: sp.Expr, b: sp.Expr) -> bool:
+    return symbolic.is_zero(a - b)
+
+
+def _fit_whole(d3: Derived, d4: Derived, sampled: int):
+    forms = []
+    for d in (d3, d4):
+        if not (d.hessian.shift_invariant and d.gradient.shift_invariant):
+            return None
+        forms.append(symbolic.fit_sampled_token(list(d.gradient.expr), d.hessian.expr,
+                                                d.hessian.variables, sampled))
+    if None in forms:
+        return None
+    a, b = forms
+    ren = {b.policy_k: a.policy_k}
+    if _same(a.fprime, b.fprime.xreplace(ren)) and _same(a.fsecond, b.fsecond.xreplace(ren)):
+        return a
+    return None
+
+
+def _term_family(term: sp.Expr, z: tuple[sp.Symbol, ...]) -> tuple[str, bool] | None:
+    """(family, convex) of one additive term at this V, or None if unrecognised."""
+    hz = symbolic.logit_hessian(term, z)
+    hp = symbolic.to_probability(hz, z)
+    if hp.shift_invariant:
+        ce = symbolic.fit_cross_entropy(hp.expr, hp.variables)
+        if ce is not None and ce.scale.is_number:
+            return "cross_entropy", bool(ce.scale >= 0)
+    diag = symbolic.fit_regression(hz, z)
+    if diag is not None:
+        signs = [d.is_nonnegative for d in diag]
+        if all(s is True for s in signs):
+            return "regression", True
+    return None
+
+
+def analyse_structure(loss, sampled: int, exact_inputs_fn, *, timeout_ms: int
+                      ) -> tuple[StructureResult, dict[int, Derived]]:
+    """Runs the structure stage at V = 3 and V = 4.
+
+    Args:
+        loss: the JAX loss.
+        sampled: ``k`` (must be < 3).
+        exact_inputs_fn: ``V -> exact SymPy inputs``.
+        timeout_ms: z3 timeout per claim.
+
+    Returns:
+        ``(result, derived)`` with the derived forms by ``V`` (reused by later stages).
+    """
+    derived = {v: derive(loss, v, sampled, exact_inputs_fn(v)) for v in (3, 4)}
+    fit = _fit_whole(derived[3], derived[4], sampled)
+    if fit is not None:
+        return _sampled_token(fit, timeout_ms), derived
+    families = []
+    for v in (3, 4):
+        terms = [t for t in sp.Add.make_args(derived[v].expr)
+                 if t.free_symbols & set(derived[v].logits)]
+        families.append([_term_family(t, derived[v].logits) for t in terms])
+    if families[0] and all(f is not None for fs in families for f in fs) and \
+            sorted(families[0]) == sorted(families[1]):
+        names = sorted({f[0] for f in families[0]})
+        if all(f[1] for f in families[0]):
+            return StructureResult("+".join(names), "proved", "always",
+                                   f"sum of convex terms: {', '.join(names)}"), derived
+        return StructureResult("+".join(names), "unknown", None,
+                               f"terms {', '.join(names)}; a term is not convex"), derived
+    return StructureResult(None, "unknown", None, "no structural family recognised"), \
+        derived
