@@ -81,8 +81,8 @@ def open_gguf(path: str, expected_sha256: str | None = None) -> GGUFReader:
     try:
         return GGUFReader(path)
     except Exception as err:  # truncated or foreign files fail in many ways
-        raise BadInput(f"{path}: not a readable GGUF file ({type(err).__name__}: "
-                       f"{err})") from None
+        raise BadInput(f"{path}: not a readable GGUF file, truncated or corrupt "
+                       f"({type(err).__name__}: {err})") from None
 
 
 def _config(fields: dict, path: str) -> ModelConfig:

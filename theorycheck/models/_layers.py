@@ -18,6 +18,11 @@ from theorycheck.models._config import RopeLayout
 _MASKED = -1e30
 
 
+def lift(w: Array, ndim: int) -> Array:
+    """Adds leading axes so ``w`` broadcasts explicitly against rank ``ndim``."""
+    return jnp.reshape(w, (1,) * (ndim - w.ndim) + w.shape)
+
+
 def accumulation_dtype(dtype) -> jnp.dtype:
     """float32 for bfloat16/float16/float32 inputs, float64 for float64 inputs."""
     return jnp.promote_types(dtype, jnp.float32)
@@ -38,7 +43,7 @@ def rms_norm(x: Float[Array, "... D"], weight: Float[Array, " D"], eps: float) -
     """
     acc = x.astype(accumulation_dtype(x.dtype))
     acc = acc * jax.lax.rsqrt(jnp.mean(acc * acc, axis=-1, keepdims=True) + eps)
-    return acc.astype(x.dtype) * weight.astype(x.dtype)
+    return acc.astype(x.dtype) * lift(weight.astype(x.dtype), x.ndim)
 
 
 def layer_norm(
@@ -62,7 +67,7 @@ def layer_norm(
     centred = acc - jnp.mean(acc, axis=-1, keepdims=True)
     var = jnp.mean(centred * centred, axis=-1, keepdims=True)
     y = (centred * jax.lax.rsqrt(var + eps)).astype(x.dtype)
-    return y * weight.astype(x.dtype) + bias.astype(x.dtype)
+    return y * lift(weight.astype(x.dtype), x.ndim) + lift(bias.astype(x.dtype), x.ndim)
 
 
 def rope(
@@ -92,7 +97,7 @@ def rope(
     d = x.shape[-1]
     acc = accumulation_dtype(x.dtype)
     inv_freq = theta ** (-jnp.arange(0, d, 2, dtype=acc) / d)
-    angle = jnp.asarray(positions).astype(acc)[..., None] * inv_freq  # [B, S, d/2]
+    angle = jnp.asarray(positions).astype(acc)[..., None] * inv_freq[None, None]
     cos = jnp.cos(angle)[:, :, None, :].astype(x.dtype)
     sin = jnp.sin(angle)[:, :, None, :].astype(x.dtype)
     if layout is RopeLayout.HALF:

@@ -31,6 +31,7 @@ from theorycheck.models._layers import (
     accumulation_dtype,
     attention,
     layer_norm,
+    lift,
     rms_norm,
     rope,
 )
@@ -43,7 +44,7 @@ def _llama_block(cfg: ModelConfig, p, x, positions, mask, kv):
     h = rms_norm(x, p["attn_norm"], cfg.norm_eps)
     q, k, v = h @ p["wq"], h @ p["wk"], h @ p["wv"]
     if cfg.attention_bias:
-        q, k, v = q + p["bq"], k + p["bk"], v + p["bv"]
+        q, k, v = q + lift(p["bq"], 3), k + lift(p["bk"], 3), v + lift(p["bv"], 3)
     q = q.reshape(b, s, cfg.num_heads, cfg.head_dim)
     k = k.reshape(b, s, cfg.num_kv_heads, cfg.head_dim)
     v = v.reshape(b, s, cfg.num_kv_heads, cfg.head_dim)
@@ -62,15 +63,15 @@ def _llama_block(cfg: ModelConfig, p, x, positions, mask, kv):
 def _gpt2_block(cfg: ModelConfig, p, x, positions, mask, kv):
     b, s, d = x.shape
     h = layer_norm(x, p["ln1_w"], p["ln1_b"], cfg.norm_eps)
-    qkv = h @ p["w_qkv"] + p["b_qkv"]
+    qkv = h @ p["w_qkv"] + lift(p["b_qkv"], 3)
     q, k, v = (
         t.reshape(b, s, cfg.num_heads, cfg.head_dim) for t in jnp.split(qkv, 3, axis=-1)
     )
     k, v, new_kv = _use_cache(k, v, kv)
-    x = x + attention(q, k, v, mask) @ p["wo"] + p["bo"]
+    x = x + attention(q, k, v, mask) @ p["wo"] + lift(p["bo"], 3)
     h = layer_norm(x, p["ln2_w"], p["ln2_b"], cfg.norm_eps)
-    h = jax.nn.gelu(h @ p["w_fc"] + p["b_fc"], approximate=True)
-    return x + h @ p["w_proj"] + p["b_proj"], new_kv
+    h = jax.nn.gelu(h @ p["w_fc"] + lift(p["b_fc"], 3), approximate=True)
+    return x + h @ p["w_proj"] + lift(p["b_proj"], 3), new_kv
 
 
 _BLOCKS = {Family.LLAMA: _llama_block, Family.GPT2: _gpt2_block}

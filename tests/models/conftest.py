@@ -1,0 +1,39 @@
+"""Fixtures: tiny checkpoints written once per session, and the real default model."""
+
+import numpy as np
+import pytest
+
+from tests.models import _checkpoints as ck
+
+
+@pytest.fixture(scope="session")
+def tiny_dirs(tmp_path_factory):
+    """kind -> (directory, HF tensors, config dict) for llama, qwen2, qwen3, gpt2."""
+    out = {}
+    for seed, kind in enumerate(sorted(ck.CONFIGS)):
+        d = tmp_path_factory.mktemp(f"hf_{kind}")
+        shards = 2 if kind == "qwen3" else 1
+        tensors = ck.write_hf(str(d), kind, seed=seed, shards=shards)
+        out[kind] = (str(d), tensors, ck.config_dict(kind))
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf(tiny_dirs, tmp_path_factory):
+    """The tiny Llama's weights written as GGUF (Q/K permuted as llama.cpp does)."""
+    _, tensors, cfg = tiny_dirs["llama"]
+    path = str(tmp_path_factory.mktemp("gguf") / "tiny-llama.gguf")
+    ck.write_gguf(path, tensors, cfg)
+    return path
+
+
+@pytest.fixture(scope="session")
+def real_model():
+    """The embedded SmolLM2-135M-Instruct, loaded (dequantised, float32) once."""
+    from theorycheck.models import load_model
+
+    return load_model("smollm2")
+
+
+def token_batch(vocab: int, batch: int, seq: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, vocab, (batch, seq)).astype(np.int32)
