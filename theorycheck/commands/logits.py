@@ -1,0 +1,68 @@
+"""``theorycheck logits``: the next-token distribution of a real checkpoint."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from theorycheck._errors import BadInput
+
+NAME = "logits"
+HELP = "next-token distribution after a prompt (SmolLM2 default, HF dir or .gguf)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default="smollm2", metavar="NAME_OR_PATH",
+                        help="'smollm2' (embedded default), an HF directory or a .gguf "
+                             "file (default: smollm2)")
+    parser.add_argument("--prompt", required=True, metavar="TEXT",
+                        help="the text whose next token is predicted")
+    parser.add_argument("--top", type=int, default=10, metavar="N",
+                        help="how many most likely tokens to list (default: 10)")
+
+
+def next_token_distribution(model, prompt: str) -> np.ndarray:
+    """Float64 probabilities of the token after ``prompt``, ``[V]``.
+
+    Args:
+        model: a loaded :class:`theorycheck.models.Model`.
+        prompt: the text, tokenised with the model's tokenizer.
+
+    Returns:
+        The softmax of the last position's logits.
+    """
+    from theorycheck.models import forward
+
+    ids = model.tokenizer.encode(prompt).ids
+    if not ids:
+        raise BadInput(f"--prompt {prompt!r} encodes to no tokens")
+    logits = np.asarray(forward(model.params, model.config,
+                                np.asarray([ids], dtype=np.int32))[0, -1], np.float64)
+    z = logits - logits.max()
+    return np.exp(z) / np.exp(z).sum()
+
+
+def run(args: argparse.Namespace) -> int:
+    from theorycheck.cli import emit_json
+    from theorycheck.models import load_model
+
+    if args.top < 1:
+        raise BadInput(f"--top {args.top} must be >= 1")
+    model = load_model(args.model)
+    if args.top > model.config.vocab_size:
+        raise BadInput(f"--top {args.top} exceeds the vocabulary size "
+                       f"{model.config.vocab_size}")
+    probs = next_token_distribution(model, args.prompt)
+    order = np.argsort(-probs, kind="stable")[: args.top]
+    tokens = [{"id": int(i), "token": model.tokenizer.decode([int(i)]),
+               "prob": float(probs[i])} for i in order]
+    if args.json:
+        emit_json({"model": args.model, "tokens": tokens})
+        return 0
+    print(f"model: {args.model} ({model.config.name}, {model.config.num_layers} "
+          f"layers, V = {model.config.vocab_size})")
+    print(f"next token after {args.prompt!r}:")
+    for rank, t in enumerate(tokens, 1):
+        print(f"{rank:4d}  {t['prob']:.4f}  id {t['id']:>6d}  {t['token']!r}")
+    return 0
