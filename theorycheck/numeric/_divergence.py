@@ -47,8 +47,10 @@ _TOPK_KINDS = ("topk_kl", "topk_tv")
 
 
 def _xlogy_ratio(logq: Array, logp: Array) -> Array:
-    """q (log q - log p) with 0 log 0 = 0 (q = exp(logq))."""
-    return jnp.where(logq > -jnp.inf, jnp.exp(logq) * (logq - logp), 0.0)
+    """q (log q - log p) with 0 log 0 = 0 (q = exp(logq)); NaN-free gradients."""
+    live = logq > -jnp.inf
+    safe_q, safe_p = jnp.where(live, logq, 0.0), jnp.where(live, logp, 0.0)
+    return jnp.where(live, jnp.exp(safe_q) * (safe_q - safe_p), 0.0)
 
 
 def binary_kl(p: ArrayLike, q: ArrayLike) -> Array:

@@ -76,6 +76,14 @@ def _support_mask(ids: Array, valid: Array, vocab: int) -> Array:
     return jax.vmap(one)(flat_ids, flat_valid).reshape(*ids.shape[:-1], vocab)
 
 
+def _masked_logsumexp(x: Array, drop: Array) -> Array:
+    """log sum exp over entries not dropped; -inf (with zero, not NaN, gradients) if
+    every entry is dropped."""
+    empty = jnp.all(drop, axis=-1)
+    safe = jnp.where(drop & ~empty[..., None], -jnp.inf, jnp.where(drop, 0.0, x))
+    return jnp.where(empty, -jnp.inf, jax.nn.logsumexp(safe, axis=-1))
+
+
 def _behavior_topk(behavior, vocab: int, topk: int):
     """Top-K log-probs and ids of the behavior (full log-probs or TopKBehavior)."""
     if isinstance(behavior, TopKBehavior):
@@ -161,13 +169,13 @@ def reduce_to_support(
         logmu_tail = jnp.log(mu_t)
     else:
         blogp = jnp.asarray(behavior).astype(logp.dtype)
-        logmu_tail = jax.nn.logsumexp(jnp.where(in_s, -jnp.inf, blogp), axis=-1)
+        logmu_tail = _masked_logsumexp(blogp, in_s | (blogp == -jnp.inf))
     return Reduced(
         logpi=_take(logp, slot_ids),
         logmu=slot_mu,
         valid=valid,
         is_k=is_k,
-        logpi_tail=jax.nn.logsumexp(tail_logp, axis=-1),
+        logpi_tail=_masked_logsumexp(logp, in_s),
         logmu_tail=logmu_tail,
         tail_norm2=jnp.sum(p_tail * p_tail, axis=-1),
         tail_cube=jnp.sum(p_tail * p_tail * p_tail, axis=-1),
