@@ -47,6 +47,11 @@ class LossSpec:
         smooth: False for clipped / gated rules (Hessian checks must avoid kinks).
         coefficient: token rules only: ``(p, q, adv, **params) -> (c, gated)``.
         description: one line for tables.
+        optional_inputs: per-position inputs the rule reads when given, with
+            defaults in ``loss`` (e.g. GSPO's ``other_log_ratio``, ``length``).
+        coefficient_inputs: keyword inputs ``coefficient`` needs besides
+            ``(p, q, adv)`` because they depend on whole distributions (e.g. the
+            top-K ``divergence``, the predictive ``ddot``).
     """
 
     name: str
@@ -59,3 +64,5 @@ class LossSpec:
     smooth: bool = True
     coefficient: Callable | None = None
     description: str = ""
+    optional_inputs: tuple[str, ...] = ()
+    coefficient_inputs: tuple[str, ...] = ()
