@@ -1,0 +1,68 @@
+"""``theorycheck coefficient``: one token's gradient coefficient c and its gate."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+NAME = "coefficient"
+HELP = "gradient coefficient c (objective gradient = c grad log pi_k) of one token"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", metavar="NAME",
+                        help="a registered token rule, e.g. ppo, dual_clip, "
+                             "dppo_binary_tv")
+    parser.add_argument("--p", type=float, required=True,
+                        help="current (trainer) probability of the sampled token")
+    parser.add_argument("--q", type=float, required=True,
+                        help="behavior (rollout) probability of the sampled token")
+    parser.add_argument("--adv", type=float, required=True, help="advantage")
+    parser.add_argument("--set", dest="params", action="append", default=[],
+                        metavar="KEY=VALUE",
+                        help="override a hyperparameter (repeatable)")
+
+
+def check_probability(flag: str, value: float) -> None:
+    """Raises BadInput unless 0 < value <= 1."""
+    from theorycheck._errors import BadInput
+
+    if not (math.isfinite(value) and 0.0 < value <= 1.0):
+        raise BadInput(f"{flag} {value!r} must lie in (0, 1]")
+
+
+def run(args: argparse.Namespace) -> int:
+    import jax
+
+    from theorycheck._errors import BadInput
+    from theorycheck.cli import emit_json
+    from theorycheck.losses._params import get_rule, parse_assignments, resolve_params
+
+    spec = get_rule(args.name, token=True)
+    check_probability("--p", args.p)
+    check_probability("--q", args.q)
+    if not math.isfinite(args.adv):
+        raise BadInput(f"--adv {args.adv!r} must be finite")
+    params, inputs = resolve_params(args.name, parse_assignments(args.params),
+                                    allow_inputs=True)
+    jax.config.update("jax_enable_x64", True)
+    c, gated = spec.coefficient(args.p, args.q, args.adv, **inputs, **params)
+    result = {
+        "loss": args.name,
+        "p": args.p,
+        "q": args.q,
+        "ratio": args.p / args.q,
+        "adv": args.adv,
+        "params": {**params, **inputs},
+        "coefficient": float(c),
+        "gated": bool(gated),
+    }
+    if args.json:
+        emit_json(result)
+        return 0
+    shown = ", ".join(f"{k}={v:g}" for k, v in result["params"].items())
+    print(f"{args.name}  p={args.p:g}  q={args.q:g}  r={result['ratio']:.6g}  "
+          f"adv={args.adv:g}  ({shown})")
+    print(f"  c = {result['coefficient']:.6g}"
+          + ("   gated: the rule zeroes this token" if result["gated"] else ""))
+    return 0

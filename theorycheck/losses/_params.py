@@ -1,0 +1,119 @@
+"""Look-up and validation of rule names and hyperparameters (bad input -> BadInput).
+
+Every message names the bad value and, for an unknown name or key, lists the valid ones.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from theorycheck._errors import BadInput
+from theorycheck.losses._registry import LOSSES
+from theorycheck.losses._spec import LossSpec
+
+#: keys whose values must be whole numbers.
+_INTEGER_KEYS = ("topk", "length")
+
+
+def get_rule(name: str, *, token: bool = False) -> LossSpec:
+    """The registry entry ``name``; with ``token=True`` only rules with a coefficient.
+
+    Args:
+        name: a registered name.
+        token: require an analytic coefficient.
+
+    Returns:
+        The :class:`LossSpec`.
+
+    Raises:
+        BadInput: unknown name (the valid names are listed).
+    """
+    valid = sorted(n for n, s in LOSSES.items()
+                   if not token or s.coefficient is not None)
+    if name not in valid:
+        raise BadInput(f"unknown rule {name!r}; valid: {', '.join(valid)}")
+    return LOSSES[name]
+
+
+def parse_assignments(items: list[str]) -> dict[str, float]:
+    """``["KEY=VALUE", ...]`` -> ``{key: float}`` (``inf`` allowed)."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise BadInput(f"--set {item!r}: expected KEY=VALUE")
+        try:
+            out[key.strip()] = float(value)
+        except ValueError:
+            raise BadInput(f"--set {item!r}: {value!r} is not a number") from None
+        if math.isnan(out[key.strip()]):
+            raise BadInput(f"--set {item!r}: NaN is not a valid value")
+    return out
+
+
+def _check_value(name: str, key: str, v: float) -> None:
+    def bad(why):
+        raise BadInput(f"{name}: {key}={v!r} {why}")
+
+    if key in _INTEGER_KEYS:
+        if not float(v).is_integer():
+            bad("must be a whole number")
+        if key == "length" and v < 1:
+            bad("must be >= 1")
+        if key == "topk" and v < 0:
+            bad("must be >= 0")
+    elif key in ("eps_low",) and not 0 <= v < 1:
+        bad("must lie in [0, 1)")
+    elif key in ("eps_high", "delta") and not (v >= 0 and math.isfinite(v)):
+        bad("must be finite and >= 0")
+    elif key == "kappa" and not (v > 1 and math.isfinite(v)):
+        bad("must be finite and > 1")
+    elif key in ("low", "high", "cap", "tau_pos", "tau_neg", "beta",
+                 "neg_beta_scale", "log_ratio_clamp") and not v > 0:
+        bad("must be > 0")
+    elif key in ("divergence",) and not (v >= 0 and math.isfinite(v)):
+        bad("must be finite and >= 0")
+    elif not math.isfinite(v) and key != "log_ratio_clamp":
+        bad("must be finite")
+
+
+def resolve_params(name: str, overrides: Mapping[str, float], *,
+                   allow_inputs: bool = False) -> tuple[dict, dict]:
+    """Merges ``overrides`` into the rule's defaults and validates every value.
+
+    Args:
+        name: a registered rule.
+        overrides: ``{key: value}`` from the user.
+        allow_inputs: also accept the coefficient's extra inputs
+            (``LossSpec.coefficient_inputs``, e.g. ``divergence``).
+
+    Returns:
+        ``(params, inputs)``: hyperparameters (defaults + overrides) and extra inputs.
+
+    Raises:
+        BadInput: an unknown key (the valid keys are listed), a bad value, or a
+            missing required input.
+    """
+    spec = get_rule(name)
+    input_keys = spec.coefficient_inputs if allow_inputs else ()
+    valid = list(spec.defaults) + list(input_keys)
+    params, inputs = dict(spec.defaults), {}
+    for key, value in overrides.items():
+        if key not in valid:
+            raise BadInput(f"{name}: unknown parameter {key!r}; valid: "
+                           f"{', '.join(valid) or '(none)'}")
+        _check_value(name, key, value)
+        if key in input_keys:
+            inputs[key] = int(value) if key in _INTEGER_KEYS else value
+        else:
+            params[key] = int(value) if key in _INTEGER_KEYS else value
+    if "low" in params and "high" in params and not params["low"] < params["high"]:
+        raise BadInput(f"{name}: low={params['low']!r} must be < "
+                       f"high={params['high']!r}")
+    required = {"divergence", "ddot"} & set(input_keys)
+    missing = sorted(required - set(inputs))
+    if allow_inputs and missing:
+        raise BadInput(f"{name} needs whole distributions; pass "
+                       + " ".join(f"--set {m}=VALUE" for m in missing))
+    return params, inputs
