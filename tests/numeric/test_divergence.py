@@ -143,14 +143,16 @@ def test_divergence_batched_matches_rows():
     z = rng.normal(size=(2, 3, 6)).astype(np.float64)
     b = np.log(rng.dirichlet(np.ones(6), size=(2, 3))).astype(np.float64)
     k = rng.integers(0, 6, size=(2, 3)).astype(np.int64)
-    for kind in ("kl", "tv", "topk_kl", "binary_kl"):
-        got = divergence(b, z, k, kind=kind, topk=2)
+    cases = [(kind, "union") for kind in ("kl", "tv", "topk_kl", "binary_kl")]
+    for kind, support in cases + [("topk_tv", "k_slots")]:
+        got = divergence(b, z, k, kind=kind, topk=2, support=support)
         assert got.shape == (2, 3)
         for i in range(2):
             for j in range(3):
-                assert_close(
-                    got[i, j], divergence(b[i, j], z[i, j], k[i, j], kind=kind, topk=2)
+                one = divergence(
+                    b[i, j], z[i, j], k[i, j], kind=kind, topk=2, support=support
                 )
+                assert_close(got[i, j], one)
 
 
 def test_binary_kl_and_tv_scalars():

@@ -4,6 +4,7 @@ For behavior mu, policy pi = softmax(z), sampled token k and direction v = e_k -
 Never imports sympy or z3 (``tests/test_layering.py``).
 """
 
+from theorycheck.numeric._blocked import MaskConfig, token_stats
 from theorycheck.numeric._ddot import DdotResult, ddot
 from theorycheck.numeric._divergence import binary_kl, binary_tv, divergence
 from theorycheck.numeric._masks import dppo_mask, predictive_mask, ratio_mask
@@ -12,6 +13,7 @@ from theorycheck.numeric._support import TopKBehavior
 
 __all__ = [
     "DdotResult",
+    "MaskConfig",
     "TopKBehavior",
     "binary_kl",
     "binary_tv",
@@ -22,4 +24,5 @@ __all__ = [
     "predictive_mask",
     "ratio_mask",
     "second_order",
+    "token_stats",
 ]

@@ -27,44 +27,59 @@ def _row_name(index: tuple[int, ...]) -> str:
     return "row " + ",".join(str(i) for i in index) if index else "the input"
 
 
+#: rows per chunk of the eager checks: bounded temporaries at vocabulary scale.
+_CHUNK_ROWS = 64
+
+
+def _row_chunks(x):
+    """Yields (row offset, [rows, V] chunk) of an array viewed as [-1, V]."""
+    flat = np.reshape(x, (-1, np.shape(x)[-1])) if np.ndim(x) else np.reshape(x, (1, 1))
+    for start in range(0, flat.shape[0], _CHUNK_ROWS):
+        yield start, np.asarray(flat[start : start + _CHUNK_ROWS])
+
+
+def _unflat(shape: tuple[int, ...], row: int) -> tuple[int, ...]:
+    return tuple(int(i) for i in np.unravel_index(row, shape)) if shape else ()
+
+
 def check_logits(logits) -> None:
     """Raises BadInput naming the first row of ``logits`` holding NaN or +-inf."""
-    x = np.asarray(logits)
-    if x.ndim < 1 or x.shape[-1] < 1:
-        raise BadInput(f"logits must have a vocabulary axis, got shape {x.shape}")
-    bad = ~np.isfinite(x)
-    if bad.any():
-        where = np.argwhere(bad)[0]
-        raise BadInput(
-            f"logits contain {x[tuple(where)]} at {_row_name(tuple(where[:-1]))}, "
-            f"token {where[-1]}"
-        )
+    shape = np.shape(logits)
+    if len(shape) < 1 or shape[-1] < 1:
+        raise BadInput(f"logits must have a vocabulary axis, got shape {shape}")
+    for start, x in _row_chunks(logits):
+        bad = ~np.isfinite(x)
+        if bad.any():
+            r, t = np.argwhere(bad)[0]
+            where = _unflat(shape[:-1], start + r)
+            raise BadInput(f"logits contain {x[r, t]} at {_row_name(where)}, token {t}")
 
 
 def check_behavior_logp(behavior_logp, *, sum_tol: float | None = None) -> None:
     """Raises BadInput if full behavior log-probs hold NaN/+inf or do not sum to 1."""
-    b = np.asarray(behavior_logp)
-    if np.isnan(b).any() or np.isposinf(b).any():
-        where = np.argwhere(np.isnan(b) | np.isposinf(b))[0]
-        raise BadInput(
-            f"behavior_logp holds {b[tuple(where)]} at {_row_name(tuple(where[:-1]))}"
-        )
-    if (b > 1e-6).any():
-        where = np.argwhere(b > 1e-6)[0]
-        raise BadInput(
-            f"behavior_logp {b[tuple(where)]} > 0 at {_row_name(tuple(where[:-1]))} "
-            "is not a log-probability"
-        )
-    tol = SUM_TOL.get(b.dtype, 1e-4) if sum_tol is None else sum_tol
-    total = np.exp(b.astype(np.float64)).sum(-1)
-    off = np.abs(total - 1.0) > tol
-    if off.any():
-        where = tuple(np.argwhere(np.atleast_1d(off))[0]) if total.ndim else ()
-        value = float(np.asarray(total)[where]) if total.ndim else float(total)
-        raise BadInput(
-            f"behavior probabilities sum to {value:.9g} at {_row_name(where)} "
-            f"(must be 1 within {tol:g})"
-        )
+    shape = np.shape(behavior_logp)
+    dtype = np.asarray(
+        behavior_logp[(0,) * (len(shape) - 1)] if len(shape) > 1 else behavior_logp
+    ).dtype
+    tol = SUM_TOL.get(dtype, 1e-4) if sum_tol is None else sum_tol
+    for start, b in _row_chunks(behavior_logp):
+        bad = np.isnan(b) | (b > 1e-6)
+        if bad.any():
+            r, t = np.argwhere(bad)[0]
+            where = _unflat(shape[:-1], start + r)
+            raise BadInput(
+                f"behavior_logp holds {b[r, t]} at {_row_name(where)}, token {t}: "
+                "not a log-probability"
+            )
+        total = np.exp(b.astype(np.float64)).sum(-1)
+        off = np.abs(total - 1.0) > tol
+        if off.any():
+            r = int(np.argwhere(off)[0][0])
+            raise BadInput(
+                f"behavior probabilities sum to {total[r]:.9g} at "
+                f"{_row_name(_unflat(shape[:-1], start + r))} "
+                f"(must be 1 within {tol:g})"
+            )
 
 
 def check_behavior_logp_partial(logp, *, sum_tol: float | None = None) -> None:

@@ -25,7 +25,7 @@ v by :math:`R^2/4`, uniformly in t, so :math:`|D''(t)| \le M` with :math:`M = R^
 (KL and top-K KL) or :math:`M = R^2/2` (TV and top-K TV, where differentiable).
 Taylor's theorem gives :math:`|\Delta D - t\dot D| \le M t^2 / 2`, hence for
 
-    .. math::
+.. math::
     |t| < \rho = \frac{2|\dot D|}{M} \quad
     (\rho_{KL} = 8|\dot D|/R^2,\ \rho_{TV} = \min(4|\dot D|/R^2,\ \tau))
 
@@ -62,7 +62,10 @@ CURVATURE_KINDS = ("kl", "tv", "topk_kl", "topk_tv")
 def line_terms(logp: Array, sampled: Array):
     """pi, v, c = pi.v, sigma^2 = Var_pi(v) and the range R of v (no V x V objects)."""
     pi = jnp.exp(logp)
-    onehot = jnp.arange(logp.shape[-1]) == sampled[..., None]
+    onehot = (
+        jax.lax.broadcasted_iota(sampled.dtype, logp.shape, logp.ndim - 1)
+        == (sampled[..., None])
+    )
     v = jnp.where(onehot, 1.0, 0.0) - pi
     c = jnp.sum(pi * v, axis=-1)
     w = v - c[..., None]

@@ -152,7 +152,9 @@ def reduce_to_support(
         slot_mu = jnp.concatenate([vals, logmu_k], axis=-1)
         valid = jnp.concatenate([jnp.ones_like(ids, bool), ~k_in], axis=-1)
     else:
-        last = jnp.arange(ids.shape[-1]) == ids.shape[-1] - 1
+        last = jax.lax.broadcasted_iota(ids.dtype, ids.shape, ids.ndim - 1) == (
+            ids.shape[-1] - 1
+        )
         replace = ~k_in & last
         slot_ids = jnp.where(replace, k.astype(ids.dtype), ids)
         slot_mu = jnp.where(replace, logmu_k, vals)
