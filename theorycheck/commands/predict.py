@@ -1,0 +1,225 @@
+"""``theorycheck predict``: divergence, its Ḋ along v = e_k - pi, and both masks.
+
+For one token: D(mu || pi) (full, or top-K with a tail bucket), Ḋ split into its local
+and global terms, the DPPO mask with the ratio direction (``ratio_mask``, Eq. 12) and
+the predictive mask with the Ḋ direction (``predictive_mask``), both with the same D and
+delta, plus vᵀ∇²D v and the first-order radius (float64 throughout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+NAME = "predict"
+HELP = "divergence, its directional derivative and both masks for one token"
+
+_DEFAULT_DELTA = {"kl": 0.05, "tv": 0.15}  # DPPO's recommended thresholds
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--behavior",
+        required=True,
+        metavar="CSV",
+        help="behavior probabilities mu (comma-separated, sum to 1)",
+    )
+    parser.add_argument(
+        "--policy",
+        required=True,
+        metavar="CSV",
+        help="policy probabilities pi (comma-separated, positive, sum to 1)",
+    )
+    parser.add_argument(
+        "--sampled",
+        type=int,
+        required=True,
+        metavar="K",
+        help="sampled token index (0-based)",
+    )
+    parser.add_argument("--adv", type=float, required=True, help="advantage")
+    parser.add_argument(
+        "--divergence",
+        choices=("kl", "tv"),
+        default="kl",
+        help="forward KL(mu || pi) or TV (default kl)",
+    )
+    parser.add_argument(
+        "--estimator",
+        default="full",
+        choices=("full", "topk-aggregated", "topk-uniform", "topk-proportional"),
+        help="Ddot estimator (default full); top-K ones use the top-K divergence",
+    )
+    parser.add_argument(
+        "--topk",
+        type=int,
+        default=None,
+        metavar="K",
+        help="K for top-K estimators (default min(20, V))",
+    )
+    parser.add_argument(
+        "--support",
+        choices=("union", "k-slots"),
+        default="union",
+        help="top-K support: TopK(mu,K) + {k} (DPPO Eq. 15-16) or "
+        "k replacing the K-th slot (DPPO reference code)",
+    )
+    parser.add_argument(
+        "--delta",
+        type=float,
+        default=None,
+        help="divergence threshold (default 0.05 KL, 0.15 TV)",
+    )
+
+
+def parse_probabilities(flag: str, text: str, *, positive: bool) -> list[float]:
+    """Parses a CSV probability vector; raises BadInput naming the bad entry."""
+    from theorycheck._errors import BadInput
+
+    try:
+        values = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise BadInput(
+            f"{flag} {text!r} is not a comma-separated list of numbers"
+        ) from None
+    for i, p in enumerate(values):
+        if not (math.isfinite(p) and 0.0 <= p <= 1.0):
+            raise BadInput(f"{flag} entry {i} = {p!r} is not a probability in [0, 1]")
+        if positive and p <= 0.0:
+            raise BadInput(f"{flag} entry {i} = {p!r} must be positive")
+    total = math.fsum(values)
+    if abs(total - 1.0) > 1e-6:
+        raise BadInput(f"{flag} sums to {total!r}, not 1 within 1e-6")
+    return values
+
+
+def _sign(x: float) -> int:
+    return (x > 0) - (x < 0)
+
+
+def predict(args: argparse.Namespace) -> dict:
+    """Computes the JSON record of ``theorycheck predict`` (float64)."""
+    import jax
+    import numpy as np
+
+    from theorycheck._errors import BadInput
+    from theorycheck.numeric import (
+        ddot,
+        divergence,
+        dppo_mask,
+        first_order_radius,
+        predictive_mask,
+        second_order,
+    )
+
+    mu = parse_probabilities("--behavior", args.behavior, positive=False)
+    pi = parse_probabilities("--policy", args.policy, positive=True)
+    if len(mu) != len(pi):
+        raise BadInput(f"--behavior has {len(mu)} entries but --policy has {len(pi)}")
+    v = len(pi)
+    if not 0 <= args.sampled < v:
+        raise BadInput(f"--sampled {args.sampled} is out of range for V = {v}")
+    if mu[args.sampled] <= 0.0:
+        raise BadInput(
+            f"--behavior gives the sampled token {args.sampled} "
+            "probability 0: it cannot have been sampled"
+        )
+    if not math.isfinite(args.adv):
+        raise BadInput(f"--adv {args.adv!r} must be finite")
+    topk = min(20, v) if args.topk is None else args.topk
+    if not 1 <= topk <= v:
+        raise BadInput(f"--topk {topk} must lie in [1, V = {v}]")
+    delta = _DEFAULT_DELTA[args.divergence] if args.delta is None else args.delta
+    if not (math.isfinite(delta) and delta >= 0):
+        raise BadInput(f"--delta {delta!r} must be finite and >= 0")
+    estimator = args.estimator.replace("-", "_")
+    support = args.support.replace("-", "_")
+    full = estimator == "full"
+    kind = args.divergence if full else "topk_" + args.divergence
+
+    with jax.enable_x64(True):
+        with np.errstate(divide="ignore"):
+            b = np.log(np.asarray(mu, np.float64))
+        z = np.log(np.asarray(pi, np.float64))
+        k = np.int64(args.sampled)
+        kw = {} if full else {"topk": topk, "support": support}
+        d = float(divergence(b, z, k, kind=kind, **kw))
+        res = ddot(
+            b,
+            z,
+            k,
+            kind=args.divergence,
+            estimator=estimator,
+            **({} if full else {"topk": topk, "support": support}),
+        )
+        dd = float(res.ddot)
+        exact = (
+            dd
+            if full
+            else float(
+                ddot(
+                    b,
+                    z,
+                    k,
+                    kind=args.divergence,
+                    estimator="topk_proportional",
+                    topk=topk,
+                    support=support,
+                ).ddot
+            )
+        )
+        radius = float(first_order_radius(b, z, k, kind=kind, **kw))
+        if _sign(exact) != _sign(dd):
+            radius = 0.0  # the estimate's sign is not the true first-order sign
+        curv = float(second_order(b, z, k, kind=kind, **kw))
+        ratio = pi[args.sampled] / mu[args.sampled]
+        adv = np.float64(args.adv)
+        rmask = float(dppo_mask(np.float64(d), np.float64(ratio), adv, delta=delta))
+        pmask = float(predictive_mask(np.float64(d), np.float64(dd), adv, delta=delta))
+    return {
+        "divergence": d,
+        "ddot": dd,
+        "local": float(res.local),
+        "global": float(res.global_),
+        "ratio": ratio,
+        "ratio_direction": _sign(args.adv * (ratio - 1.0)),
+        "predicted_direction": _sign(args.adv * dd),
+        "ratio_mask": int(rmask),
+        "predictive_mask": int(pmask),
+        "second_order": curv,
+        "first_order_radius": radius if math.isfinite(radius) else None,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from theorycheck.cli import emit_json
+
+    out = predict(args)
+    if args.json:
+        emit_json(out)
+        return 0
+    kind = args.divergence.upper() + (
+        ""
+        if args.estimator == "full"
+        else f" top-{args.topk or 'K'} ({args.estimator})"
+    )
+    word = {1: "increase", 0: "none", -1: "decrease"}
+    print(f"D_{kind} = {out['divergence']:.6g}   r = {out['ratio']:.6g}")
+    print(
+        f"Ddot = {out['ddot']:.6g}  (local {out['local']:.6g}, "
+        f"global {out['global']:.6g})"
+    )
+    print(
+        f"ratio direction: {word[out['ratio_direction']]}; "
+        f"predicted direction: {word[out['predicted_direction']]}"
+    )
+    print(
+        f"ratio mask (DPPO Eq. 12): {'keep' if out['ratio_mask'] else 'masked'}; "
+        f"predictive mask: {'keep' if out['predictive_mask'] else 'masked'}"
+    )
+    rad = out["first_order_radius"]
+    print(
+        f"v'H v = {out['second_order']:.6g}; first-order sign guaranteed for "
+        f"|t| < {'inf' if rad is None else format(rad, '.6g')} (z + t v)"
+    )
+    return 0
