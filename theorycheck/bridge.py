@@ -95,6 +95,12 @@ def _select(pred, *cases):
 
 
 def _max(a, b):
+    # Distribute over Piecewise arguments so conditions stay plain relations (no ITE).
+    a, b = sp.piecewise_fold(a), sp.piecewise_fold(b)
+    for x, other, swap in ((a, b, False), (b, a, True)):
+        if isinstance(x, sp.Piecewise):
+            return sp.piecewise_fold(sp.Piecewise(*[
+                (_max(other, e) if swap else _max(e, other), c) for e, c in x.args]))
     if a == -sp.oo or b == sp.oo:
         return b
     if b == -sp.oo or a == sp.oo:
@@ -187,7 +193,7 @@ _BINARY: dict[str, Callable] = {
 #: custom_jvp functions replaced by their closed form (value and derivative exact).
 _CLOSED_FORMS: dict[str, Callable] = {
     "logaddexp": lambda a, b: sp.log(sp.exp(a) + sp.exp(b)),
-    "relu": lambda x: _max(x, sp.Integer(0)),
+    "relu": lambda x: sp.Piecewise((x, x > 0), (0, True)),  # relu'(0) = 0, as in JAX
 }
 
 
