@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from tests.numeric._helpers import positions, softmax_np
 from theorycheck import BadInput
-from theorycheck.numeric import TopKBehavior, ddot, divergence
+from theorycheck.numeric import TopKBehavior, ddot, divergence, topk_predict
 from theorycheck.testing import FD_TOLERANCE, assert_close
 
 ESTIMATORS = ("topk_aggregated", "topk_uniform", "topk_proportional")
@@ -172,3 +172,37 @@ def test_ddot_bad_input_raises():
     tb = TopKBehavior(b[:2], np.array([0, 1]))
     with pytest.raises(BadInput, match="full behavior"):
         ddot(tb, z, np.int64(0))
+
+
+@given(
+    positions(min_v=3),
+    st.sampled_from([1, 2]),
+    st.sampled_from(["union", "k_slots"]),
+    st.sampled_from(["kl", "tv"]),
+    st.sampled_from(ESTIMATORS[:2]),
+)
+def test_topk_predict_from_gathered_logp_equals_full_logits_route(
+    pos, K, support, kind, est
+):
+    # O(K) route (tails as 1 - sum) vs the full-logits route (tails summed exactly)
+    b, z, k = pos
+    ids = np.argsort(-b, kind="stable")[:K].astype(np.int64)
+    tb = TopKBehavior(b[ids], ids, np.float64(b[k]))
+    logp = np.log(softmax_np(z))
+    d, got = topk_predict(tb, logp, k, kind=kind, estimator=est, support=support)
+    want = ddot(b, z, k, kind=kind, estimator=est, topk=K, support=support)
+    assert_close(got.ddot, want.ddot, atol=1e-12)
+    assert_close(
+        d, divergence(b, z, k, kind="topk_" + kind, topk=K, support=support), atol=1e-12
+    )
+
+
+def test_topk_predict_bad_input():
+    tb = TopKBehavior(np.log(np.array([0.6, 0.3], np.float64)), np.array([0, 1]))
+    logp = np.log(np.array([0.5, 0.3, 0.2], np.float64))
+    with pytest.raises(BadInput, match="full logits"):
+        topk_predict(tb, logp, np.int64(0), estimator="topk_proportional")
+    with pytest.raises(BadInput, match="exceeds"):
+        topk_predict(tb, logp, np.int64(0), topk=3)
+    with pytest.raises(BadInput, match="TopKBehavior"):
+        topk_predict(logp, logp, np.int64(0))

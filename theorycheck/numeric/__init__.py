@@ -7,6 +7,7 @@ Never imports sympy or z3 (``tests/test_layering.py``).
 from theorycheck.numeric._blocked import MaskConfig, token_stats
 from theorycheck.numeric._ddot import DdotResult, ddot
 from theorycheck.numeric._divergence import binary_kl, binary_tv, divergence
+from theorycheck.numeric._gathered import topk_predict
 from theorycheck.numeric._masks import dppo_mask, predictive_mask, ratio_mask
 from theorycheck.numeric._second_order import first_order_radius, second_order
 from theorycheck.numeric._support import TopKBehavior
@@ -25,4 +26,5 @@ __all__ = [
     "ratio_mask",
     "second_order",
     "token_stats",
+    "topk_predict",
 ]

@@ -38,6 +38,8 @@ from theorycheck.numeric._second_order import (
 )
 from theorycheck.numeric._support import SUPPORTS, reduce_to_support
 
+PARTS = ("full", "topk", "second_order")
+
 
 class MaskConfig(NamedTuple):
     """Thresholds for :func:`token_stats` (defaults: DPPO / survey settings).
@@ -59,8 +61,10 @@ def _keep(masked: Array, dtype) -> Array:
     return jnp.where(masked, 0, 1).astype(dtype)
 
 
-def rows_stats(blogp, logits, sampled, adv, cfg: MaskConfig) -> dict[str, Array]:
-    """All quantities for a ``[rows, V]`` block (no checks; jit-safe)."""
+def rows_stats(
+    blogp, logits, sampled, adv, cfg: MaskConfig, parts: tuple[str, ...] = PARTS
+) -> dict[str, Array]:
+    """The quantities of ``parts`` for a ``[rows, V]`` block (no checks; jit-safe)."""
     logp = jax.nn.log_softmax(logits, axis=-1)
     blogp = blogp.astype(logp.dtype)
     adv = adv.astype(logp.dtype)
@@ -75,30 +79,37 @@ def rows_stats(blogp, logits, sampled, adv, cfg: MaskConfig) -> dict[str, Array]
     out["binary_kl"] = q_k * (lm_k - lp_k) + jnp.where(
         q_k < 1, (1 - q_k) * (jnp.log1p(-q_k) - jnp.log1p(-p_k)), 0.0
     )
-    red = reduce_to_support(blogp, logp, sampled, topk=cfg.topk, support=cfg.support)
+    topk = "topk" in parts
+    if topk:
+        red = reduce_to_support(
+            blogp, logp, sampled, topk=cfg.topk, support=cfg.support
+        )
+    estimators = ESTIMATORS if topk else ESTIMATORS[:1]
     for kind in ("kl", "tv"):
-        out["topk_" + kind] = reduced_divergence(red, "topk_" + kind)
         res = {"full": full_ddot(blogp, logp, sampled, kind)}
-        for est in ESTIMATORS[1:]:
-            res[est] = reduced_ddot(red, kind, est)
+        if topk:
+            out["topk_" + kind] = reduced_divergence(red, "topk_" + kind)
+            for est in ESTIMATORS[1:]:
+                res[est] = reduced_ddot(red, kind, est)
         for est, r in res.items():
             out[f"ddot_{kind}_{est}"] = r.ddot
             out[f"local_{kind}_{est}"] = r.local
             out[f"global_{kind}_{est}"] = r.global_
-        out[f"second_order_{kind}"] = full_second_order(blogp, logp, sampled, kind)
-        out[f"radius_{kind}"] = full_radius(blogp, logp, sampled, kind)
+        if "second_order" in parts:
+            out[f"second_order_{kind}"] = full_second_order(blogp, logp, sampled, kind)
+            out[f"radius_{kind}"] = full_radius(blogp, logp, sampled, kind)
     dt = logp.dtype
     r = out["ratio"]
     up, down = (adv > 0) & (r > 1), (adv < 0) & (r < 1)
     out["mask_ppo"] = _keep(
         ((adv > 0) & (r > 1 + cfg.eps_high)) | ((adv < 0) & (r < 1 - cfg.eps_low)), dt
     )
-    for name in ("binary_kl", "binary_tv", "topk_kl", "topk_tv"):
+    for name in ("binary_kl", "binary_tv") + (("topk_kl", "topk_tv") if topk else ()):
         delta = cfg.delta_kl if name.endswith("kl") else cfg.delta_tv
         out["mask_dppo_" + name] = _keep((out[name] > delta) & (up | down), dt)
     for kind in ("kl", "tv"):
         delta = cfg.delta_kl if kind == "kl" else cfg.delta_tv
-        for est in ESTIMATORS:
+        for est in estimators:
             div = out[kind] if est == "full" else out["topk_" + kind]
             pushes = adv * out[f"ddot_{kind}_{est}"] > 0
             out[f"mask_pred_{kind}_{est}"] = _keep((div > delta) & pushes, dt)
@@ -113,12 +124,12 @@ def _block_size(rows: int, block_rows: int) -> int:
     return 1
 
 
-@functools.partial(jax.jit, static_argnames=("cfg", "block"))
-def _token_stats(blogp, logits, sampled, adv, cfg, block):
+@functools.partial(jax.jit, static_argnames=("cfg", "block", "parts"))
+def _token_stats(blogp, logits, sampled, adv, cfg, block, parts):
     n, v = logits.shape
     shaped = lambda x: x.reshape(n // block, block, *x.shape[1:])
     xs = (shaped(blogp), shaped(logits), shaped(sampled), shaped(adv))
-    out = jax.lax.map(lambda a: rows_stats(*a, cfg), xs)
+    out = jax.lax.map(lambda a: rows_stats(*a, cfg, parts), xs)
     return {name: x.reshape(n) for name, x in out.items()}
 
 
@@ -131,6 +142,7 @@ def token_stats(
     config: MaskConfig | None = None,
     block_rows: int = 4,
     check: bool = True,
+    parts: tuple[str, ...] = PARTS,
 ) -> dict[str, Array]:
     r"""Divergences, Ḋ (all estimators), second order, radius and masks, row-blocked.
 
@@ -146,6 +158,9 @@ def token_stats(
             when None).
         block_rows: rows per ``lax.map`` block (2-8 is fastest on CPU).
         check: run the eager input checks (one extra pass over the inputs).
+        parts: any of ``"full"`` (always computed: full D, exact Ḋ, binary D, PPO /
+            DPPO-binary / full predictive masks), ``"topk"`` (top-K D, the three
+            top-K estimators and their masks), ``"second_order"`` (vᵀ∇²D v, radius).
 
     Returns:
         A dict of ``[...]`` arrays: ``ratio``; divergences ``kl, tv, binary_kl,
@@ -172,6 +187,8 @@ def token_stats(
     _checks.check_topk(config.topk)
     for name in ("delta_kl", "delta_tv", "eps_low", "eps_high"):
         _checks.check_nonnegative(name, getattr(config, name))
+    if not set(parts) <= set(PARTS):
+        raise BadInput(f"parts must be a subset of {PARTS}, got {parts!r}")
     if int(block_rows) < 1:
         raise BadInput(f"block_rows must be >= 1, got {block_rows!r}")
     shape = jnp.shape(logits)
@@ -191,5 +208,6 @@ def token_stats(
         flat(adv),
         config,
         _block_size(rows, int(block_rows)),
+        tuple(sorted(set(parts))),
     )
     return {name: x.reshape(shape[:-1]) for name, x in out.items()}
