@@ -175,7 +175,8 @@ def _verify(loss, sampled, static, dynamic, z, x):
     except NotImplementedError:
         return c_hvp, None, False
     c_fd, noise = (
-        float(a) for a in jax.jit(second_difference, static_argnums=0)(frozen, z, x)
+        float(a)
+        for a in second_difference(frozen, z, x)  # eager: one-off closure
     )
     resolved = max(10.0 * noise, 1e-12)
     ok = (
@@ -242,14 +243,14 @@ def search_negative_curvature(
     if num_starts < 1 or steps < 1:
         raise BadInput(f"num_starts = {num_starts}, steps = {steps} must be >= 1")
     with jax.enable_x64(True):
-        static, dynamic = split_inputs(inputs or {})
+        probe = jr.normal(jr.fold_in(key, 99), (size,), jnp.float64)
+        k_static, static, dynamic = split_inputs(inputs or {}, loss, probe, k)
         for name, value in dynamic.items():
             if value.ndim == 1 and value.shape[0] != size:
                 raise BadInput(
                     f"input {name!r} has length {value.shape[0]}, not V = {size}"
                 )
-        f = bind_loss(loss, k, static)
-        probe = jr.normal(jr.fold_in(key, 99), (size,), jnp.float64)
+        f = bind_loss(loss, k_static, static)
         ones = jnp.ones((size,), jnp.float64) / np.sqrt(size)
         hvp = jax.jit(
             lambda z, u: jax.jvp(lambda y: jax.grad(f)(y, dynamic), (z,), (u,))[1]
@@ -266,7 +267,7 @@ def search_negative_curvature(
             keys = jr.split(jr.fold_in(rkey, 1), num_starts)
             c, z, x = _descend(
                 loss,
-                k,
+                k_static,
                 static,
                 starts,
                 dynamic,
@@ -285,7 +286,7 @@ def search_negative_curvature(
         for c, regime, z, x in candidates[:max_checks]:
             if c >= 0:
                 break
-            c_hvp, c_fd, ok = _verify(loss, k, static, dynamic, z, x)
+            c_hvp, c_fd, ok = _verify(loss, k_static, static, dynamic, z, x)
             if ok:
                 x = x / jnp.linalg.norm(x)
                 return SearchResult(True, z, x, c_hvp, num_samples, regime, c_fd)

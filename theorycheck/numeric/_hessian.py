@@ -50,22 +50,60 @@ class EigResult(NamedTuple):
     num_iters: int = 0
 
 
-def split_inputs(inputs: Mapping[str, Any]) -> tuple[tuple, dict]:
-    """Split loss inputs into static Python values and float64 arrays.
+#: Key under which a traced sampled index travels among the dynamic inputs.
+SAMPLED_KEY = "__sampled__"
 
-    Python scalars, strings and None stay static (a loss may branch on them in Python);
-    arrays become jit arguments (never baked into the compiled code as constants).
+
+def split_inputs(
+    inputs: Mapping[str, Any], loss: Callable | None = None, logits=None, sampled=0
+) -> tuple[int | None, tuple, dict]:
+    """Split the sampled index and the loss inputs into static values and jit arguments.
+
+    Arrays, Python floats and the sampled index become jit arguments (never baked into
+    the compiled code, so a new advantage or token does not recompile). Ints, bools,
+    strings and None stay static. When ``loss`` and ``logits`` are given and the loss
+    branches in Python on the index or a float (``if adv > 0:``), those are made static
+    instead (decided by abstract traces, no compilation).
+
+    Returns:
+        ``(sampled_static, static, dynamic)``: ``sampled_static`` is None when the index
+        is traced (it then sits in ``dynamic`` under :data:`SAMPLED_KEY`).
     """
-    static, dynamic = [], {}
-    for name, value in inputs.items():
-        if value is None or isinstance(value, bool | int | float | str):
-            static.append((name, value))
-        else:
+
+    def split(sampled_static, floats_static):
+        static, dynamic = [], {}
+        for name, value in inputs.items():
+            keep = value is None or isinstance(value, bool | int | str)
+            if keep or (floats_static and isinstance(value, float)):
+                static.append((name, value))
+                continue
             arr = jnp.asarray(value)
             if jnp.issubdtype(arr.dtype, jnp.floating):
                 arr = arr.astype(jnp.float64)
             dynamic[name] = arr
-    return tuple(sorted(static)), dynamic
+        if not sampled_static:
+            dynamic[SAMPLED_KEY] = jnp.asarray(sampled)
+        return (
+            (int(sampled) if sampled_static else None),
+            tuple(sorted(static)),
+            dynamic,
+        )
+
+    options = [(False, False), (True, False), (True, True)]
+    if loss is None or logits is None:
+        return split(*options[0])
+    for option in options:
+        k, static, dynamic = split(*option)
+        try:
+            jax.eval_shape(bind_loss(loss, k, static), logits, dynamic)
+        except (
+            jax.errors.ConcretizationTypeError,
+            jax.errors.TracerBoolConversionError,
+            jax.errors.TracerIntegerConversionError,
+        ):
+            continue
+        return k, static, dynamic
+    return k, static, dynamic
 
 
 def as_logits(logits) -> Array:
@@ -85,11 +123,14 @@ def check_sampled(sampled: int, vocab: int) -> int:
     return int(sampled)
 
 
-def bind_loss(loss: Callable, sampled: int, static: tuple) -> Callable:
-    """``(logits, dynamic_inputs) -> scalar``; checks that the loss returns a scalar."""
+def bind_loss(loss: Callable, sampled: int | None, static: tuple) -> Callable:
+    """``(logits, dynamic_inputs) -> scalar``; checks that the loss returns a scalar.
+    With ``sampled=None`` the index is read from ``dynamic[SAMPLED_KEY]``."""
 
     def fn(z, dynamic):
-        out = jnp.asarray(loss(z, sampled, **dict(static), **dynamic))
+        dynamic = dict(dynamic)
+        k = dynamic.pop(SAMPLED_KEY) if sampled is None else sampled
+        out = jnp.asarray(loss(z, k, **dict(static), **dynamic))
         if out.shape != ():
             raise BadInput(f"loss must return a scalar; got shape {tuple(out.shape)}")
         return out
@@ -134,13 +175,21 @@ def hvp_fn(loss: Callable, **inputs) -> Callable[[Array, int, Array], Array]:
         >>> [round(float(x), 6) for x in out]
         [0.5, -0.5]
     """
-    static, dynamic = split_inputs(inputs)
+    split = {}
 
     def hvp(logits, sampled, vec):
         with jax.enable_x64(True):
             z = jnp.asarray(logits, dtype=jnp.float64)
             u = jnp.asarray(vec, dtype=jnp.float64)
-            return _hvp(loss, int(sampled), static, z, u, dynamic)
+            k = check_sampled(sampled, z.shape[-1])
+            if not split:  # decided once, on the first call
+                split["v"] = split_inputs(inputs, loss, z, k)
+            k_static, static, dynamic = split["v"]
+            if k_static is None:
+                dynamic = dynamic | {SAMPLED_KEY: jnp.asarray(k)}
+            else:
+                k_static = k
+            return _hvp(loss, k_static, static, z, u, dynamic)
 
     return hvp
 
@@ -167,9 +216,9 @@ def logit_hessian(loss: Callable, logits, sampled: int, *, inputs=None) -> Array
         z = as_logits(logits)
         if z.shape[0] > 4 * DENSE_MAX_VOCAB:
             raise BadInput(f"V = {z.shape[0]} is too large for a dense Hessian")
-        static, dynamic = split_inputs(inputs or {})
         k = check_sampled(sampled, z.shape[0])
-        return _dense(loss, k, static, z, dynamic)
+        k_static, static, dynamic = split_inputs(inputs or {}, loss, z, k)
+        return _dense(loss, k_static, static, z, dynamic)
 
 
 @functools.partial(
@@ -252,7 +301,7 @@ def min_eigenvalue(
         z = as_logits(logits)
         size = z.shape[0]
         k = check_sampled(sampled, size)
-        static, dynamic = split_inputs(inputs or {})
+        k_static, static, dynamic = split_inputs(inputs or {}, loss, z, k)
         if method == "auto":
             method = "dense" if size <= DENSE_MAX_VOCAB else "lanczos"
         if method == "dense":
@@ -270,7 +319,7 @@ def min_eigenvalue(
         if hasattr(z, "sharding"):
             start = jax.device_put(start, z.sharding)
         res, residual = _lanczos_min(
-            loss, k, static, z, dynamic, start, int(num_iters), float(tol)
+            loss, k_static, static, z, dynamic, start, int(num_iters), float(tol)
         )
         if not bool(jnp.isfinite(res.value)):
             raise BadInput("the Hessian-vector product is non-finite at these logits")
