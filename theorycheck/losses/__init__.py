@@ -4,15 +4,38 @@
 defaults, reference, analytic coefficient for token rules).
 """
 
+from theorycheck.losses._advantages import (
+    Advantages,
+    dr_grpo_advantages,
+    grpo_advantages,
+    rloo_advantages,
+)
 from theorycheck.losses._gspo import gspo_sequence_loss
 from theorycheck.losses._lco import estimate_vocab_adv
+from theorycheck.losses._presets import PRESETS, Preset
+from theorycheck.losses._reductions import (
+    MODES,
+    Reduction,
+    reduction_weights,
+    sequence_gradient_norms,
+)
 from theorycheck.losses._registry import LOSSES, TOKEN_RULES
 from theorycheck.losses._spec import LossSpec
 
 __all__ = [
     "LOSSES",
+    "MODES",
+    "PRESETS",
     "TOKEN_RULES",
+    "Advantages",
     "LossSpec",
+    "Preset",
+    "Reduction",
+    "dr_grpo_advantages",
     "estimate_vocab_adv",
+    "grpo_advantages",
     "gspo_sequence_loss",
+    "reduction_weights",
+    "rloo_advantages",
+    "sequence_gradient_norms",
 ]
