@@ -1,0 +1,142 @@
+"""Benchmark of the JAX causal LM on the embedded SmolLM2-135M (CPU, float32).
+
+Measures, in one run: load + dequantise time and peak RSS after loading; compile time
+of the forward pass with ``lax.scan`` over stacked layers against an unrolled Python
+loop over the same blocks (the baseline); forward tokens/s at batch x length; the
+JVP-to-forward and VJP-to-forward cost ratios. Timings are medians of ``--repeats``
+runs; on a shared machine read the ratios, not the absolute numbers.
+
+Usage: python benchmarks/bench_models.py [--batch 8] [--seq 256] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import time
+
+
+def _rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # kB on Linux
+
+
+def _timed(fn, repeats: int) -> tuple[float, float]:
+    """(first call incl. compile, median of the following calls) in seconds."""
+    import jax
+
+    t = time.perf_counter()
+    jax.block_until_ready(fn())
+    first = time.perf_counter() - t
+    runs = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        jax.block_until_ready(fn())
+        runs.append(time.perf_counter() - t)
+    return first, statistics.median(runs)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--seq", type=int, default=256)
+    parser.add_argument("--grad-batch", type=int, default=2,
+                        help="batch for the VJP (its saved activations grow with it)")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+
+    t = time.perf_counter()
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from theorycheck.models import (
+        count_params,
+        forward,
+        hidden_states,
+        load_model,
+        logits_from_hidden,
+        split_params,
+    )
+    from theorycheck.models._transformer import (
+        _BLOCKS,
+        embed,
+        head,
+        positions_and_mask,
+    )
+
+    cfg, params, _ = load_model("smollm2")
+    load_s = time.perf_counter() - t
+    rss_load = _rss_gb()
+    rows = [("load + sha256 + dequantise (s)", f"{load_s:.1f}"),
+            ("parameters", f"{count_params(params):,}"),
+            ("peak RSS after loading, float32 (GB)", f"{rss_load:.2f}")]
+
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, cfg.vocab_size, (args.batch, args.seq)).astype(np.int32)
+
+    def unrolled(p, tokens):
+        b, s = tokens.shape
+        positions, mask = positions_and_mask(None, b, s)
+        x = embed(p, cfg, tokens, positions)
+        for i in range(cfg.num_layers):
+            layer = jax.tree_util.tree_map(lambda a, i=i: a[i], p["blocks"])
+            x, _ = _BLOCKS[cfg.family](cfg, layer, x, positions, mask, None)
+        return head(p, cfg, x)
+
+    scan_fwd = jax.jit(lambda p, x: forward(p, cfg, x))
+    unrolled_fwd = jax.jit(unrolled)
+    for name, fn in (("lax.scan", scan_fwd), ("unrolled loop", unrolled_fwd)):
+        t = time.perf_counter()
+        fn.lower(params, ids).compile()
+        rows.append((f"compile forward, {name} (s)", f"{time.perf_counter() - t:.1f}"))
+    np.testing.assert_allclose(np.asarray(scan_fwd(params, ids)[0, :4]),
+                               np.asarray(unrolled_fwd(params, ids)[0, :4]), atol=1e-4)
+
+    _, fwd_s = _timed(lambda: scan_fwd(params, ids), args.repeats)
+    tokens = args.batch * args.seq
+    rows.append((f"forward {args.batch} x {args.seq} (s)", f"{fwd_s:.3f}"))
+    rows.append(("forward tokens/s", f"{tokens / fwd_s:,.0f}"))
+
+    tangent = jax.tree_util.tree_map(
+        lambda a: jnp.asarray(rng.standard_normal(a.shape), a.dtype), params)
+    jvp = jax.jit(lambda p, t, x: jax.jvp(lambda q: forward(q, cfg, x), (p,), (t,)))
+    _, jvp_s = _timed(lambda t=tangent: jvp(params, t, ids), args.repeats)
+    rows.append(("JVP (all parameters) / forward", f"{jvp_s / fwd_s:.2f}x"))
+    del tangent
+
+    trainable, frozen = split_params(params, cfg, 2)
+    hidden = hidden_states(params, cfg, ids, num_blocks=cfg.num_layers - 2)
+    t_top = jax.tree_util.tree_map(
+        lambda a: jnp.asarray(rng.standard_normal(a.shape), a.dtype), trainable)
+    jvp_top = jax.jit(lambda p, t, h: jax.jvp(
+        lambda q: logits_from_hidden(q, frozen, cfg, h), (p,), (t,)))
+    _, top_s = _timed(lambda: jvp_top(trainable, t_top, hidden), args.repeats)
+    rows.append(("JVP (last 2 blocks, trunk computed once) / forward",
+                 f"{top_s / fwd_s:.2f}x"))
+    del hidden, t_top
+
+    small = ids[: args.grad_batch]
+
+    def loss(p, x):
+        logp = jax.nn.log_softmax(forward(p, cfg, x)[:, :-1])
+        return -jnp.mean(jnp.take_along_axis(logp, x[:, 1:, None], axis=-1))
+
+    grad = jax.jit(jax.grad(loss))
+    _, small_fwd_s = _timed(lambda: scan_fwd(params, small), args.repeats)
+    _, grad_s = _timed(lambda: grad(params, small), max(2, args.repeats // 2))
+    rows.append((f"VJP (grad of mean NLL) / forward, {args.grad_batch} x {args.seq}",
+                 f"{grad_s / small_fwd_s:.2f}x"))
+    rows.append(("peak RSS over the whole run (GB)", f"{_rss_gb():.2f}"))
+
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"SmolLM2-135M, float32, {jax.devices()[0].platform}, {os.cpu_count()} "
+          f"cores, jax {jax.__version__}, load average at the end: {load}")
+    print("| measure | value |\n|---|---|")
+    for k, v in rows:
+        print(f"| {k} | {v} |")
+
+
+if __name__ == "__main__":
+    main()
