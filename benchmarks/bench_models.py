@@ -104,7 +104,6 @@ def main(argv=None) -> None:
     jvp = jax.jit(lambda p, t, x: jax.jvp(lambda q: forward(q, cfg, x), (p,), (t,)))
     _, jvp_s = _timed(lambda t=tangent: jvp(params, t, ids), args.repeats)
     rows.append(("JVP (all parameters) / forward", f"{jvp_s / fwd_s:.2f}x"))
-    del tangent
 
     trainable, frozen = split_params(params, cfg, 2)
     hidden = hidden_states(params, cfg, ids, num_blocks=cfg.num_layers - 2)
@@ -115,7 +114,6 @@ def main(argv=None) -> None:
     _, top_s = _timed(lambda: jvp_top(trainable, t_top, hidden), args.repeats)
     rows.append(("JVP (last 2 blocks, trunk computed once) / forward",
                  f"{top_s / fwd_s:.2f}x"))
-    del hidden, t_top
 
     small = ids[: args.grad_batch]
 
