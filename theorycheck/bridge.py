@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 import sympy as sp
 
-from theorycheck.symbolic import Frozen
+from theorycheck.symbolic import Frozen, split_exp_log
 
 __all__ = ["UnsupportedOperation", "sympy_from_jax", "to_sympy_number"]
 
@@ -237,6 +237,29 @@ def _gather(operand, indices, dn, slice_sizes):
     return out
 
 
+def _scatter(name, operand, indices, updates, dn):
+    if operand.ndim != 1 or tuple(dn.update_window_dims) != ():
+        raise UnsupportedOperation(f"{name} other than 1-D element updates")
+    out = operand.copy()
+    idx = np.asarray(indices, dtype=object).reshape(-1)
+    upd = np.broadcast_to(np.asarray(updates, dtype=object), idx.shape)
+    for i, u in zip(idx, upd):
+        if not isinstance(i, sp.Integer):
+            raise UnsupportedOperation(f"{name} with a symbolic index")
+        j = int(i)
+        if not 0 <= j < out.shape[0]:
+            continue  # FILL_OR_DROP: out-of-range updates are dropped
+        if name == "scatter":
+            out[j] = u
+        elif name == "scatter-add" or name == "scatter_add":
+            out[j] = out[j] + u
+        elif name == "scatter-mul" or name == "scatter_mul":
+            out[j] = out[j] * u
+        else:
+            raise UnsupportedOperation(f"JAX primitive {name!r} has no symbolic translation")
+    return out
+
+
 def _eval_jaxpr(jaxpr, consts, args):
     env: dict = {}
 
@@ -325,6 +348,8 @@ def _apply(name, ins, params):  # noqa: C901 - one dispatch table
         return x[tuple(slice(s, s + n) for s, n in zip(starts, params["slice_sizes"]))]
     if name == "gather":
         return _gather(x, ins[1], params["dimension_numbers"], params["slice_sizes"])
+    if name.startswith("scatter"):
+        return _scatter(name, x, ins[1], ins[2], params["dimension_numbers"])
     if name == "concatenate":
         return np.concatenate(ins, axis=params["dimension"])
     if name == "iota":
@@ -347,31 +372,13 @@ def _apply(name, ins, params):  # noqa: C901 - one dispatch table
     raise UnsupportedOperation(f"JAX primitive {name!r} has no symbolic translation")
 
 
-def _split_exp_log(expr: sp.Expr) -> sp.Expr:
-    expr = expr.replace(lambda e: isinstance(e, sp.exp) and isinstance(e.args[0], sp.Add),
-                        lambda e: sp.Mul(*[sp.exp(t) for t in e.args[0].args]))
-    expr = expr.replace(lambda e: isinstance(e, sp.Add), sp.factor_terms)
-
-    def split(e):
-        arg = e.args[0]
-        exps = [f for f in sp.Mul.make_args(arg) if isinstance(f, sp.exp)]
-        rest = sp.Mul(*[f for f in sp.Mul.make_args(arg) if not isinstance(f, sp.exp)])
-        return sp.Add(*[f.args[0] for f in exps]) + sp.log(rest)
-
-    return expr.replace(
-        lambda e: isinstance(e, sp.log) and isinstance(e.args[0], sp.Mul)
-        and any(isinstance(f, sp.exp) and f.args[0].is_real for f in e.args[0].args),
-        split,
-    )
-
-
 def _drop_max_shifts(expr: sp.Expr) -> sp.Expr:
     """Removes frozen max-shifts when the expression is exactly invariant to them."""
     for atom in sorted(expr.atoms(Frozen), key=sp.default_sort_key):
         if not isinstance(atom.args[0], sp.Max):
             continue
         m = sp.Dummy("m", real=True)
-        trial = _split_exp_log(expr.xreplace({atom: m}))
+        trial = split_exp_log(expr.xreplace({atom: m}))
         if m not in trial.free_symbols:
             expr = trial
     return expr

@@ -23,6 +23,7 @@ import sympy as sp
 
 from theorycheck import formal, symbolic
 from theorycheck.bridge import sympy_from_jax
+from theorycheck.symbolic import split_exp_log
 
 __all__ = ["Derived", "StructureResult", "analyse_structure", "derive"]
 
@@ -188,11 +189,31 @@ def _term_family(term: sp.Expr, z: tuple[sp.Symbol, ...]) -> tuple[str, bool] | 
         if ce is not None and ce.scale.is_number:
             return "cross_entropy", bool(ce.scale >= 0)
     diag = symbolic.fit_regression(hz, z)
-    if diag is not None:
-        signs = [d.is_nonnegative for d in diag]
-        if all(s is True for s in signs):
-            return "regression", True
+    if diag is not None and all(_nonnegative(d, z) for d in diag):
+        return "regression", True
     return None
+
+
+def _nonnegative(expr: sp.Expr, z: tuple[sp.Symbol, ...]) -> bool:
+    """Proves ``expr >= 0`` for all real logits (SymPy assumptions, else z3).
+
+    For z3, ``exp(z_i)`` becomes a positive variable ``e_i`` and every transcendental
+    constant ``exp(c)`` a free positive variable: a relaxation, so a proof still holds.
+    """
+    if expr.is_nonnegative:
+        return True
+    e = sp.symbols(f"e0:{len(z)}", real=True)
+    body = split_exp_log(sp.expand(expr, power_exp=True, mul=False, log=False,
+                                   multinomial=False, basic=False))
+    body = body.xreplace({sp.exp(zi): ei for zi, ei in zip(z, e)})
+    body = body.xreplace({sp.exp(-zi): 1 / ei for zi, ei in zip(z, e)})
+    consts = {a: sp.Symbol(f"k{i}", real=True)
+              for i, a in enumerate(a for a in body.atoms(sp.exp) if a.is_number)}
+    body = body.xreplace(consts)
+    xs = list(e) + list(consts.values())
+    res = formal.prove(sp.cancel(body) >= 0, xs, assumptions=[x > 0 for x in xs],
+                       timeout_ms=5_000)
+    return res.status == "proved"
 
 
 def analyse_structure(loss, sampled: int, exact_inputs_fn, *, timeout_ms: int
@@ -218,7 +239,7 @@ def analyse_structure(loss, sampled: int, exact_inputs_fn, *, timeout_ms: int
                  if t.free_symbols & set(derived[v].logits)]
         families.append([_term_family(t, derived[v].logits) for t in terms])
     if families[0] and all(f is not None for fs in families for f in fs) and \
-            sorted(families[0]) == sorted(families[1]):
+            set(families[0]) == set(families[1]):
         names = sorted({f[0] for f in families[0]})
         if all(f[1] for f in families[0]):
             return StructureResult("+".join(names), "proved", "always",

@@ -4,6 +4,7 @@ from theorycheck.symbolic._derive import (
     ProbabilityForm,
     logit_gradient,
     logit_hessian,
+    split_exp_log,
     to_probability,
 )
 from theorycheck.symbolic._frozen import Frozen, unfreeze
@@ -48,6 +49,7 @@ __all__ = [
     "sampled_token_identity",
     "softmax",
     "softmax_directional_derivative",
+    "split_exp_log",
     "to_probability",
     "total_variance_gap",
     "unfreeze",

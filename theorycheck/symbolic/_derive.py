@@ -17,7 +17,13 @@ import sympy as sp
 
 from theorycheck.symbolic._frozen import unfreeze
 
-__all__ = ["ProbabilityForm", "logit_gradient", "logit_hessian", "to_probability"]
+__all__ = [
+    "ProbabilityForm",
+    "logit_gradient",
+    "logit_hessian",
+    "split_exp_log",
+    "to_probability",
+]
 
 
 def logit_gradient(loss: sp.Expr, logits: Sequence[sp.Symbol]) -> list[sp.Expr]:
@@ -90,6 +96,38 @@ def _zero(e: sp.Expr) -> bool:
     return sp.cancel(sp.together(e)) == 0
 
 
+def split_exp_log(expr: sp.Basic) -> sp.Basic:
+    r"""Applies :math:`e^{a+b} = e^a e^b`, pulls common factors out of sums, and
+    :math:`\log(e^{c} X) = c + \log X` for real ``c`` (exact identities).
+
+    Args:
+        expr: a SymPy expression.
+
+    Returns:
+        The rewritten expression (equal in value).
+
+    Examples:
+        >>> z, m = sp.symbols("z m", real=True)
+        >>> split_exp_log(z - m - sp.log(sp.exp(z - m) + sp.exp(-m)))
+        z - log(exp(z) + 1)
+    """
+    expr = expr.replace(lambda e: isinstance(e, sp.exp) and isinstance(e.args[0], sp.Add),
+                        lambda e: sp.Mul(*[sp.exp(t) for t in e.args[0].args]))
+    expr = expr.replace(lambda e: isinstance(e, sp.Add), sp.factor_terms)
+
+    def split(e):
+        factors = sp.Mul.make_args(e.args[0])
+        exps = [f for f in factors if isinstance(f, sp.exp)]
+        rest = sp.Mul(*[f for f in factors if not isinstance(f, sp.exp)])
+        return sp.Add(*[f.args[0] for f in exps]) + sp.log(rest)
+
+    return expr.replace(
+        lambda e: isinstance(e, sp.log) and isinstance(e.args[0], sp.Mul)
+        and any(isinstance(f, sp.exp) and f.args[0].is_real for f in e.args[0].args),
+        split,
+    )
+
+
 def to_probability(expr: sp.Basic, logits: Sequence[sp.Symbol]) -> ProbabilityForm:
     r"""Rewrites ``expr(z)`` with :math:`e^{z_i} = e_i` and, if shift invariant, :math:`p_i`.
 
@@ -112,26 +150,28 @@ def to_probability(expr: sp.Basic, logits: Sequence[sp.Symbol]) -> ProbabilityFo
     n = len(logits)
     e = sp.symbols(f"e0:{n}", positive=True)
     p = sp.symbols(f"p0:{n}", positive=True)
-    pos = {zi: sp.log(ei) for zi, ei in zip(logits, e)}
-    in_e = expr.xreplace(pos) if not isinstance(expr, sp.MatrixBase) else expr.xreplace(pos)
-    t = sp.Symbol("t", positive=True)
 
     def entries(x):
         return list(x) if isinstance(x, sp.MatrixBase) else [x]
 
-    scaled = in_e.xreplace({ei: t * ei for ei in e})
-    invariant = all(_zero(sp.expand_log(a - b, force=True))
-                    for a, b in zip(entries(scaled), entries(in_e)))
+    # z_i = log p_i + c with sum(p) = 1: invariant expressions lose c.
+    c = sp.Dummy("c", real=True)
+    total = sp.Add(*p)
+    trial = expr.xreplace({zi: sp.log(pi) + c for zi, pi in zip(logits, p)})
+    trial = split_exp_log(trial)
+    trial = trial.replace(lambda a: a == total, lambda a: sp.Integer(1))
+    trial = split_exp_log(trial)
+    invariant = all(c not in a.free_symbols for a in entries(trial))
     if invariant:
-        # Degree-0 homogeneous: evaluate at e = p with sum(p) = 1 (substitute the sum).
-        total = sp.Add(*e)
-        out = in_e.xreplace({ei: pi for ei, pi in zip(e, p)})
-        out = out.replace(lambda a: a == sp.Add(*p), lambda a: sp.Integer(1))
-        out = out.applyfunc(sp.cancel) if isinstance(out, sp.MatrixBase) else out
+        def tidy(a):
+            return sp.cancel(sp.piecewise_fold(a)) if not a.has(sp.Piecewise) else \
+                sp.piecewise_fold(a)
+
+        out = trial.applyfunc(tidy) if isinstance(trial, sp.MatrixBase) else tidy(trial)
         variables = p
-        del total
     else:
-        out, variables = in_e, e
+        out = expr.xreplace({zi: sp.log(ei) for zi, ei in zip(logits, e)})
+        variables = e
     transcendental = any(a.has(sp.exp, sp.log, sp.cosh, sp.sinh, sp.tanh)
                          for a in entries(out))
     return ProbabilityForm(out, tuple(variables), invariant, transcendental)
