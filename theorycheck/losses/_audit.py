@@ -1,0 +1,202 @@
+r"""The survey's audit of a batch: how much sequence-normalised weight each rule gates.
+
+For response s with :math:`L_s` valid tokens, the sequence-normalised weight of a valid
+token is :math:`w_{st} = 1/L_s`. For a rule R with gate :math:`g^R_{st}` (its
+analytic coefficient is forced to 0 by a clip, mask or rejection; the log-ratio guard's
+derivative saturation is *not* a gate and is counted separately):
+
+.. math::
+    \text{gated share}(R) = \frac{\sum_{st} w_{st}\,[\hat A_{st}\ne 0]\,g^R_{st}}
+                                 {\sum_{st} w_{st}\,[\hat A_{st}\ne 0]}.
+
+These are counting weights, not fractions of gradient norm (survey). A group whose
+advantages are all zero gives no fresh gradient; its share among groups is reported, as
+is the share of valid tokens where :math:`|\log r| > C` (the guard activates).
+
+BATCH fields (``.npz`` or JSON): ``p``, ``q`` ``[S, T]`` current and rollout probability
+of the sampled token, ``adv`` ``[S]`` or ``[S, T]``, ``mask`` ``[S, T]`` (1 = valid) and
+``group_id`` ``[S]`` (``prompt_id`` is accepted as its name too).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+
+from theorycheck._errors import BadInput
+from theorycheck.losses._params import get_rule
+from theorycheck.losses._registry import LOSSES
+
+FIELDS = ("p", "q", "adv", "mask", "group_id")
+#: token rules the audit can evaluate from (p, q, adv) and the response alone.
+AUDITABLE = tuple(n for n, s in LOSSES.items() if s.coefficient is not None
+                  and not {"divergence", "ddot"} & set(s.coefficient_inputs))
+
+
+def load_batch(path: str | Path) -> dict[str, np.ndarray]:
+    """Reads and validates a BATCH file (see module doc); raises BadInput naming the
+    problem (missing field, wrong shape, probability outside (0, 1], ...)."""
+    path = Path(path)
+    if not path.is_file():
+        raise BadInput(f"BATCH {str(path)!r} does not exist")
+    try:
+        if path.suffix == ".npz":
+            with np.load(path, allow_pickle=False) as data:
+                raw = {k: np.asarray(data[k]) for k in data.files}
+        elif path.suffix == ".json":
+            raw = {k: np.asarray(v, dtype=np.float64)
+                   for k, v in json.loads(path.read_text()).items()}
+        else:
+            raise BadInput(f"BATCH {str(path)!r}: expected a .npz or .json file")
+    except (ValueError, OSError, json.JSONDecodeError) as err:
+        raise BadInput(f"BATCH {str(path)!r} cannot be read: {err}") from None
+    if "group_id" not in raw and "prompt_id" in raw:
+        raw["group_id"] = raw.pop("prompt_id")
+    missing = [f for f in FIELDS if f not in raw]
+    if missing:
+        raise BadInput(f"BATCH {str(path)!r} is missing field(s) "
+                       f"{', '.join(missing)}; needs {', '.join(FIELDS)}")
+    return validate_batch({f: raw[f] for f in FIELDS}, name=str(path))
+
+
+def validate_batch(batch: dict, *, name: str = "batch") -> dict[str, np.ndarray]:
+    """Checks shapes and values; returns float64 arrays (adv broadcast to [S, T])."""
+    mask = np.asarray(batch["mask"], dtype=np.float64)
+    if mask.ndim != 2:
+        raise BadInput(f"{name}: mask has shape {mask.shape}; expected [S, T]")
+    shape = mask.shape
+    if not np.all((mask == 0) | (mask == 1)):
+        odd = float(mask[(mask != 0) & (mask != 1)][0])
+        raise BadInput(f"{name}: mask holds {odd!r}; expected 0 or 1")
+    out = {"mask": mask}
+    for f in ("p", "q"):
+        a = np.asarray(batch[f], dtype=np.float64)
+        if a.shape != shape:
+            raise BadInput(f"{name}: {f} has shape {a.shape}, mask has {shape}")
+        bad = (mask == 1) & ~((a > 0) & (a <= 1))
+        if bad.any():
+            s, t = np.argwhere(bad)[0]
+            raise BadInput(f"{name}: {f}[{s}, {t}] = {float(a[s, t])!r} is outside (0, 1]")
+        out[f] = np.where(mask == 1, a, 1.0)
+    adv = np.asarray(batch["adv"], dtype=np.float64)
+    if adv.shape == shape[:1]:
+        adv = np.repeat(adv[:, None], shape[1], axis=1)
+    if adv.shape != shape:
+        raise BadInput(f"{name}: adv has shape {adv.shape}; expected [S] = "
+                       f"({shape[0]},) or [S, T] = {shape}")
+    if not np.all(np.isfinite(adv[mask == 1])):
+        raise BadInput(f"{name}: adv holds a non-finite value on a valid token")
+    out["adv"] = np.where(mask == 1, adv, 0.0)
+    gid = np.asarray(batch["group_id"])
+    if gid.shape != shape[:1]:
+        raise BadInput(f"{name}: group_id has shape {gid.shape}; expected "
+                       f"({shape[0]},)")
+    if not np.all(np.equal(np.mod(gid, 1), 0)):
+        raise BadInput(f"{name}: group_id must hold integers")
+    out["group_id"] = gid.astype(np.int64)
+    return out
+
+
+def _rule_inputs(name, batch):
+    if name not in ("gspo", "gspo_token"):
+        return {}
+    m = batch["mask"]
+    log_r = np.log(batch["p"]) - np.log(batch["q"])
+    total = np.sum(m * log_r, axis=1, keepdims=True)
+    lengths = np.maximum(m.sum(axis=1, keepdims=True), 1.0)
+    if name == "gspo_token":
+        return {"seq_log_ratio": np.broadcast_to(total / lengths, m.shape)}
+    return {"other_log_ratio": total - log_r,
+            "length": np.broadcast_to(lengths, m.shape)}
+
+
+def audit_batch(batch: dict, rules, params=None) -> dict:
+    """The audit table of a validated batch (JSON-ready).
+
+    Args:
+        batch: output of :func:`validate_batch` / :func:`load_batch`.
+        rules: rule names (each in :data:`AUDITABLE`).
+        params: optional ``{rule: {key: value}}`` overrides (already validated).
+
+    Returns:
+        ``{"responses", "groups", "tokens", "zero_adv_group_share", "rules": [...]}``.
+    """
+    params = params or {}
+    m = batch["mask"]
+    lengths = m.sum(axis=1)
+    weight = np.where(lengths[:, None] > 0, m / np.maximum(lengths[:, None], 1), 0.0)
+    nonzero = (batch["adv"] != 0) & (m == 1)
+    denom = float(np.sum(weight * nonzero))
+    groups = np.unique(batch["group_id"])
+    zero_groups = sum(1 for g in groups
+                      if not nonzero[batch["group_id"] == g].any())
+    log_r = np.log(batch["p"]) - np.log(batch["q"])
+    rows = []
+    for name in rules:
+        spec = LOSSES[name]
+        kw = {**spec.defaults, **params.get(name, {})}
+        _, gated = spec.coefficient(jnp.asarray(batch["p"]), jnp.asarray(batch["q"]),
+                                    jnp.asarray(batch["adv"]),
+                                    **{k: jnp.asarray(v) for k, v in
+                                       _rule_inputs(name, batch).items()}, **kw)
+        gated = np.asarray(gated) & (m == 1)
+        clamp = kw.get("log_ratio_clamp")
+        clamped = (np.abs(log_r) > clamp) & (m == 1) if clamp is not None else None
+        rows.append({
+            "rule": name,
+            "params": kw,
+            "gated_share": float(np.sum(weight * (gated & nonzero)) / denom)
+            if denom > 0 else None,
+            "gated_tokens": int(np.sum(gated & nonzero)),
+            "clamp_share": None if clamped is None
+            else float(clamped.sum() / max(m.sum(), 1)),
+            "clamp_tokens": None if clamped is None else int(clamped.sum()),
+        })
+    return {"responses": int(m.shape[0]), "groups": int(groups.size),
+            "tokens": int(m.sum()), "nonzero_adv_tokens": int(nonzero.sum()),
+            "zero_adv_group_share": zero_groups / max(groups.size, 1),
+            "rules": rows}
+
+
+def check_rules(names) -> list[str]:
+    """Validates ``--rules``: each must be auditable from (p, q, adv) alone."""
+    out = []
+    for name in names:
+        get_rule(name)
+        if name not in AUDITABLE:
+            raise BadInput(f"rule {name!r} cannot be audited from per-token p and q "
+                           f"(it needs whole distributions or has no coefficient); "
+                           f"auditable: {', '.join(AUDITABLE)}")
+        out.append(name)
+    if not out:
+        raise BadInput("--rules is empty")
+    return out
+
+
+def synthetic_batch(seed: int = 0, *, prompts: int = 8, responses: int = 4,
+                    length: int = 32, mismatch: float = 0.3,
+                    solve_rate: float = 0.4) -> dict[str, np.ndarray]:
+    """A synthetic BATCH: binary rewards, GRPO (sample-std) advantages, and trainer /
+    rollout probabilities with a log-normal mismatch of scale ``mismatch``.
+
+    Not data from a real run: a stand-in for demonstrations and tests.
+    """
+    rng = np.random.default_rng(seed)
+    s = prompts * responses
+    lengths = rng.integers(max(1, length // 4), length + 1, size=s)
+    mask = (np.arange(length)[None] < lengths[:, None]).astype(np.float64)
+    q = np.clip(rng.beta(2.0, 1.0, size=(s, length)), 1e-6, 1.0)
+    p = np.clip(q * np.exp(rng.normal(0.0, mismatch, size=q.shape)), 1e-8, 1.0)
+    difficulty = rng.uniform(0.0, 1.0, size=prompts) * 2 * solve_rate
+    rewards = (rng.uniform(size=s) < np.repeat(np.minimum(difficulty, 1), responses))
+    rewards = rewards.astype(np.float64)
+    gid = np.repeat(np.arange(prompts), responses)
+    adv = np.zeros(s)
+    for g in range(prompts):
+        r = rewards[gid == g]
+        if np.ptp(r) > 0:
+            adv[gid == g] = (r - r.mean()) / (r.std(ddof=1) + 1e-6)
+    return {"p": p, "q": q, "adv": adv, "mask": mask, "group_id": gid}
