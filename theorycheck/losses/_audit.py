@@ -79,7 +79,8 @@ def validate_batch(batch: dict, *, name: str = "batch") -> dict[str, np.ndarray]
         bad = (mask == 1) & ~((a > 0) & (a <= 1))
         if bad.any():
             s, t = np.argwhere(bad)[0]
-            raise BadInput(f"{name}: {f}[{s}, {t}] = {float(a[s, t])!r} is outside (0, 1]")
+            raise BadInput(
+                f"{name}: {f}[{s}, {t}] = {float(a[s, t])!r} is outside (0, 1]")
         out[f] = np.where(mask == 1, a, 1.0)
     adv = np.asarray(batch["adv"], dtype=np.float64)
     if adv.shape == shape[:1]:
