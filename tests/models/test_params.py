@@ -58,3 +58,18 @@ def test_split_params_refuses_bad_counts(tiny_dirs):
         split_params(params, cfg, 4)
     with pytest.raises(BadInput, match="ties it"):
         split_params(params, cfg, 1, train_head=True)
+
+
+@pytest.mark.parametrize("kind", ["qwen3", "gpt2"])
+def test_init_params_has_the_loaders_structure(tiny_dirs, kind):
+    import jax.random as jr
+
+    from theorycheck.models import init_params
+
+    cfg, loaded, _ = load_hf(tiny_dirs[kind][0])
+    fresh = init_params(cfg, key=jr.key(0))
+    shapes = lambda tree: jax.tree_util.tree_map(lambda a: a.shape, tree)
+    assert shapes(fresh) == shapes(loaded)
+    assert float(jnp.std(fresh["embed"])) == pytest.approx(0.02, rel=0.05)
+    norm = "final_norm"
+    np.testing.assert_array_equal(fresh[norm], np.ones(cfg.hidden_size, np.float32))

@@ -16,6 +16,7 @@ from theorycheck.models._load import DEFAULT_MODEL, Model, embedded_path, load_m
 from theorycheck.models._params import (
     cast_params,
     count_params,
+    init_params,
     logits_from_hidden,
     merge_params,
     split_params,
@@ -36,6 +37,7 @@ __all__ = [
     "forward",
     "generate",
     "hidden_states",
+    "init_params",
     "load_gguf",
     "load_hf",
     "load_model",

@@ -153,6 +153,18 @@ def generate(
     Returns:
         A :class:`Generation`.
 
+    Examples:
+        >>> import jax.random as jr
+        >>> from theorycheck.models import Family, ModelConfig, init_params
+        >>> cfg = ModelConfig(family=Family.GPT2, vocab_size=11, hidden_size=8,
+        ...                   num_layers=2, num_heads=2, num_kv_heads=2, head_dim=4,
+        ...                   intermediate_size=32, max_positions=16)
+        >>> params = init_params(cfg, key=jr.key(0))
+        >>> out = generate(params, cfg, [[1, 2, 3]], key=jr.key(1), max_new_tokens=4,
+        ...                topk_logprobs=2)
+        >>> out.tokens.shape, out.topk_ids.shape
+        ((1, 4), (1, 4, 2))
+
     References:
         Holtzman et al. 2020 (nucleus sampling, eq. 2); the reported fields mirror
         vLLM's ``logprobs`` output (sampled log-prob plus top-K values and ids).

@@ -12,16 +12,64 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import jax.random as jr
 import numpy as np
 from jax import Array
 from jaxtyping import Float, Int
 
 from theorycheck._errors import BadInput
 from theorycheck.models._config import Family, ModelConfig
+from theorycheck.models._hf import expected_shapes
 from theorycheck.models._transformer import Params, head, positions_and_mask, run_blocks
 
 #: keys outside ``blocks`` that belong to the top of the model (after the last block).
 _TOP_KEYS = {Family.LLAMA: ("final_norm",), Family.GPT2: ("final_norm", "final_norm_b")}
+
+
+def init_params(config: ModelConfig, *, key: Array, dtype=jnp.float32,
+                scale: float = 0.02) -> Params:
+    r"""Random parameters for a synthetic model (tests, ``--tiny`` experiments).
+
+    Matrices and embeddings are :math:`\mathcal N(0, \text{scale}^2)`, norm gains 1,
+    biases 0 (the GPT-2 initialisation of Radford et al. 2019, without its depth
+    scaling).
+
+    Args:
+        config: the model to build.
+        key: PRNG key.
+        dtype: parameter dtype.
+        scale: standard deviation of the random weights.
+
+    Returns:
+        The parameter pytree ``forward`` expects.
+
+    Examples:
+        >>> import jax.random as jr
+        >>> cfg = ModelConfig(family=Family.LLAMA, vocab_size=11, hidden_size=8,
+        ...                   num_layers=2, num_heads=2, num_kv_heads=1, head_dim=4,
+        ...                   intermediate_size=16)
+        >>> params = init_params(cfg, key=jr.key(0))
+        >>> params["blocks"]["wq"].shape
+        (2, 8, 8)
+    """
+    shapes = expected_shapes(config)
+    flat = {**shapes["top"], **{("blocks", k): (config.num_layers, *v)
+                                for k, v in shapes["block"].items()}}
+    keys = dict(zip(flat, jr.split(key, len(flat))))
+    params: dict = {"blocks": {}}
+    for name, shape in flat.items():
+        short = name[1] if isinstance(name, tuple) else name
+        if short.endswith("norm") or short.endswith("_w"):
+            value = jnp.ones(shape, dtype)
+        elif short.startswith("b") or short.endswith("_b"):
+            value = jnp.zeros(shape, dtype)
+        else:
+            value = scale * jr.normal(keys[name], shape, dtype)
+        if isinstance(name, tuple):
+            params["blocks"][short] = value
+        else:
+            params[short] = value
+    return params
 
 
 def split_params(

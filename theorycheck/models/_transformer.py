@@ -232,6 +232,15 @@ def forward(
         Logits ``[batch, seq, V]`` in float32 (float64 for float64 parameters); row
         ``t`` scores the token at ``t + 1``.
 
+    Examples:
+        >>> import jax.random as jr
+        >>> from theorycheck.models import Family, ModelConfig, init_params
+        >>> cfg = ModelConfig(family=Family.LLAMA, vocab_size=11, hidden_size=8,
+        ...                   num_layers=2, num_heads=2, num_kv_heads=1, head_dim=4,
+        ...                   intermediate_size=16)
+        >>> forward(init_params(cfg, key=jr.key(0)), cfg, [[1, 2, 3]]).shape
+        (1, 3, 11)
+
     References:
         Touvron et al. 2023 (Llama), Radford et al. 2019 (GPT-2); Qwen2/Qwen3 add
         q/k/v biases and q/k RMSNorm to the Llama block.
