@@ -1,3 +1,6 @@
+"""``python -m theorycheck``: the same as the ``theorycheck`` console script."""
+
 from theorycheck.cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":
+    raise SystemExit(main())
