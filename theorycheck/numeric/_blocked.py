@@ -44,6 +44,14 @@ PARTS = ("full", "topk", "second_order")
 class MaskConfig(NamedTuple):
     """Thresholds for :func:`token_stats` (defaults: DPPO / survey settings).
 
+    Args:
+        topk: K of the top-K support (clamped to V).
+        support: ``"union"`` (DPPO Eq. 15-16) or ``"k_slots"`` (reference code).
+        delta_kl: KL threshold (DPPO recommends 0.05).
+        delta_tv: TV threshold (DPPO recommends 0.15).
+        eps_low: PPO lower clip width.
+        eps_high: PPO upper clip width.
+
     Examples:
         >>> MaskConfig().delta_kl
         0.05

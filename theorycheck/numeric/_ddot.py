@@ -60,7 +60,17 @@ ESTIMATORS = ("full", "topk_aggregated", "topk_uniform", "topk_proportional")
 
 
 class DdotResult(NamedTuple):
-    """Ḋ with its local (sampled-token) and global (softmax-coupling) parts."""
+    r"""Ḋ with its local (sampled-token) and global (softmax-coupling) parts.
+
+    Args:
+        ddot: ``[...]`` Ḋ = local + global.
+        local: ``[...]`` :math:`\langle \nabla_z D, e_k \rangle`.
+        global_: ``[...]`` :math:`-\langle \nabla_z D, \pi \rangle`.
+
+    Examples:
+        >>> DdotResult(1.0, 0.25, 0.75).global_
+        0.75
+    """
 
     ddot: Array
     local: Array
@@ -165,7 +175,7 @@ def ddot(
     Examples:
         >>> import numpy as np
         >>> mu = np.log(np.array([0.5, 0.3, 0.2]))
-        >>> float(ddot(mu, mu, 1).ddot)
+        >>> round(float(ddot(mu, mu, 1).ddot), 6)
         0.0
 
     References:

@@ -97,7 +97,7 @@ def binary_tv(p: ArrayLike, q: ArrayLike) -> Array:
         ``|q - p|`` with the broadcast shape.
 
     Examples:
-        >>> round(float(binary_tv(0.8, 0.99)), 12)
+        >>> round(float(binary_tv(0.8, 0.99)), 6)
         0.19
 
     References:
