@@ -60,7 +60,7 @@ def _assert_verified(res, loss, inputs):
 def test_search_negative_curvature_finds_is_surrogate_counterexample():
     inputs = {"adv": 1.0, "behavior_logp": UNIFORM}
     res = search_negative_curvature(
-        is_surrogate, V, 2, inputs=inputs, key=jr.key(0), num_starts=8, steps=15
+        is_surrogate, V, 2, inputs=inputs, key=jr.key(0), num_starts=6, steps=12
     )
     _assert_verified(res, is_surrogate, inputs)
     # f = -adv exp(x)/mu_k: f' = f'' = -adv r. Any unit x has x^T H x >= lambda_min,
@@ -75,24 +75,24 @@ def test_search_negative_curvature_finds_is_surrogate_counterexample():
 def test_search_negative_curvature_finds_cispo_with_negative_advantage():
     inputs = {"adv": -1.0, "behavior_logp": UNIFORM}
     res = search_negative_curvature(
-        cispo, V, 2, inputs=inputs, key=jr.key(1), num_starts=8, steps=15
+        cispo, V, 2, inputs=inputs, key=jr.key(1), num_starts=6, steps=12
     )
     _assert_verified(res, cispo, inputs)
 
 
 def test_search_negative_curvature_reports_none_for_cross_entropy():
     res = search_negative_curvature(
-        cross_entropy, V, 2, key=jr.key(2), num_starts=8, steps=15
+        cross_entropy, V, 2, key=jr.key(2), num_starts=6, steps=12
     )
     assert res.found is False
     assert res.logits is None and res.direction is None
-    assert res.num_samples == 2 * 8 * 15
+    assert res.num_samples == 2 * 6 * 12
     # the most negative value seen is rounding-level, never a claim
     assert res.curvature > -1e-12
 
 
 def test_search_negative_curvature_boundary_regime_finds_boundary_only_loss():
-    kwargs = {"key": jr.key(3), "num_starts": 8, "steps": 15}
+    kwargs = {"key": jr.key(3), "num_starts": 6, "steps": 12}
     interior = search_negative_curvature(
         boundary_only, V, 2, regimes=("interior",), **kwargs
     )
@@ -100,7 +100,7 @@ def test_search_negative_curvature_boundary_regime_finds_boundary_only_loss():
         boundary_only, V, 2, regimes=("boundary",), **kwargs
     )
     # logits in [-3, 3] keep pi_k >= e^-6 / V: the nonconvex region is out of reach
-    assert interior.found is False and interior.num_samples == 8 * 15
+    assert interior.found is False and interior.num_samples == 6 * 12
     _assert_verified(boundary, boundary_only, {})
     assert boundary.regime == "boundary"
     pk = float(jax.nn.softmax(boundary.logits)[2])
