@@ -37,6 +37,16 @@ def _timed(fn, repeats: int) -> tuple[float, float]:
     return first, statistics.median(runs)
 
 
+def _forward_flops(cfg, batch: int, seq: int) -> float:
+    """Matmul FLOPs of one forward pass (projections, MLP, causal attention, head)."""
+    d, f, hd = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
+    q, kv = cfg.num_heads * hd, cfg.num_kv_heads * hd
+    per_token = d * (q + 2 * kv) + q * d + 3 * d * f
+    attention = 2 * q * seq * (seq + 1) / 2  # scores and weighted sum, causal half
+    per_seq = cfg.num_layers * (per_token * seq + attention) + d * cfg.vocab_size * seq
+    return 2.0 * batch * per_seq
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=8)
@@ -98,6 +108,18 @@ def main(argv=None) -> None:
     tokens = args.batch * args.seq
     rows.append((f"forward {args.batch} x {args.seq} (s)", f"{fwd_s:.3f}"))
     rows.append(("forward tokens/s", f"{tokens / fwd_s:,.0f}"))
+    # baseline in the same run: one large float32 matmul, to read the forward pass as
+    # a fraction of what this (shared) CPU delivers at the moment
+    a = jnp.asarray(rng.standard_normal((tokens, cfg.hidden_size)), jnp.float32)
+    w = jnp.asarray(rng.standard_normal((cfg.hidden_size, 8 * cfg.hidden_size)),
+                    jnp.float32)
+    matmul = jax.jit(jnp.matmul)
+    _, mm_s = _timed(lambda: matmul(a, w), args.repeats)
+    mm_gflops = 2 * a.shape[0] * a.shape[1] * w.shape[1] / mm_s / 1e9
+    fwd_gflops = _forward_flops(cfg, args.batch, args.seq) / fwd_s / 1e9
+    rows.append(("baseline: plain matmul GFLOP/s", f"{mm_gflops:.1f}"))
+    rows.append(("forward GFLOP/s / matmul GFLOP/s",
+                 f"{fwd_gflops:.1f} / {mm_gflops:.1f} = {fwd_gflops / mm_gflops:.2f}"))
 
     tangent = jax.tree_util.tree_map(
         lambda a: jnp.asarray(rng.standard_normal(a.shape), a.dtype), params)
@@ -109,9 +131,10 @@ def main(argv=None) -> None:
     hidden = hidden_states(params, cfg, ids, num_blocks=cfg.num_layers - 2)
     t_top = jax.tree_util.tree_map(
         lambda a: jnp.asarray(rng.standard_normal(a.shape), a.dtype), trainable)
-    jvp_top = jax.jit(lambda p, t, h: jax.jvp(
-        lambda q: logits_from_hidden(q, frozen, cfg, h), (p,), (t,)))
-    _, top_s = _timed(lambda: jvp_top(trainable, t_top, hidden), args.repeats)
+    # frozen weights are jit arguments too: closed over, XLA would constant-fold them
+    jvp_top = jax.jit(lambda p, f, t, h: jax.jvp(
+        lambda q: logits_from_hidden(q, f, cfg, h), (p,), (t,)))
+    _, top_s = _timed(lambda: jvp_top(trainable, frozen, t_top, hidden), args.repeats)
     rows.append(("JVP (last 2 blocks, trunk computed once) / forward",
                  f"{top_s / fwd_s:.2f}x"))
 
