@@ -80,7 +80,8 @@ def test_sequence_gradient_norms_differ_under_equal_sequence_weights():
     def token_grad(x_t, k):
         return jax.grad(lambda w: jax.nn.log_softmax(w @ x_t)[k])(jnp.asarray(w_mat))
 
-    grads = jax.vmap(jax.vmap(token_grad))(jnp.asarray(x), jnp.asarray(sampled))
+    grads = jax.jit(jax.vmap(jax.vmap(token_grad)))(jnp.asarray(x),
+                                                    jnp.asarray(sampled))
     grads = grads.reshape(len(lengths), width, -1)
     weights = reduction_weights(mask, Reduction("seq_mean_token_mean"))
     assert_close(jnp.sum(weights, axis=1), np.full(3, 1.0 / 3.0))  # equal weights

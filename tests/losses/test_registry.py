@@ -58,9 +58,10 @@ def _objective_grads(spec, params, z, k, mu, adv, loss_kw):
             kw["behavior_logp"] = mu1
         return jax.grad(lambda zz: -spec.loss(zz, k1, **kw))(z1)
 
-    return jax.vmap(one)(jnp.asarray(z), jnp.asarray(k), jnp.asarray(mu),
-                         jnp.asarray(adv), {key: jnp.asarray(v)
-                                            for key, v in loss_kw.items()})
+    # jit: one compilation per rule is several times cheaper than eager dispatch.
+    return jax.jit(jax.vmap(one))(jnp.asarray(z), jnp.asarray(k), jnp.asarray(mu),
+                                  jnp.asarray(adv), {key: jnp.asarray(v)
+                                                     for key, v in loss_kw.items()})
 
 
 def _check(name, p, q, adv, params, seed, *, sequence=True):
@@ -77,8 +78,10 @@ def _check(name, p, q, adv, params, seed, *, sequence=True):
     grads = _objective_grads(spec, params, z, k, mu, adv, loss_kw)
     pi = jax.nn.softmax(jnp.asarray(z), axis=-1)
     p_real = pi[jnp.arange(n), k]
-    c, gated = spec.coefficient(p_real, jnp.exp(jnp.asarray(mu)[jnp.arange(n), k]),
-                                jnp.asarray(adv), **coef_kw, **params)
+    coefficient = jax.jit(lambda p1, q1, a1, kw: spec.coefficient(p1, q1, a1, **kw,
+                                                                  **params))
+    c, gated = coefficient(p_real, jnp.exp(jnp.asarray(mu)[jnp.arange(n), k]),
+                           jnp.asarray(adv), coef_kw)
     direction = jax.nn.one_hot(k, 6, dtype=pi.dtype) - pi
     expected = jnp.asarray(c)[:, None] * direction
     assert_close(grads, expected, err_msg=name)

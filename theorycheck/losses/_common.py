@@ -109,7 +109,7 @@ def sym_number(x) -> sp.Expr:
     if isinstance(x, float):
         if math.isinf(x):
             return sp.oo if x > 0 else -sp.oo
-        return sp.Rational(repr(x))
+        return sp.Rational(repr(float(x)))
     return sp.sympify(x)
 
 
