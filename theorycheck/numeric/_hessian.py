@@ -253,6 +253,15 @@ def _lanczos_min(loss, sampled, static, z, dynamic, start, num_iters, tol):
     )
 
 
+def default_num_iters(vocab: int) -> int:
+    """Default Lanczos budget: :math:`m^2 V \le 80^2 \cdot 32768`, with 24 <= m <= 80.
+
+    Isolated (e.g. negative) extreme eigenvalues converge in a few iterations; the
+    budget only binds for clustered spectra, where the residual says how far it got.
+    """
+    return int(min(80, max(24, np.sqrt(80.0**2 * 32768 / max(vocab, 1)))))
+
+
 def min_eigenvalue(
     loss: Callable,
     logits,
@@ -260,7 +269,7 @@ def min_eigenvalue(
     *,
     inputs: Mapping[str, Any] | None = None,
     method: str = "auto",
-    num_iters: int = 80,
+    num_iters: int | None = None,
     tol: float = 1e-10,
     key=None,
 ) -> EigResult:
@@ -281,7 +290,9 @@ def min_eigenvalue(
         sampled: the sampled token index ``k``.
         inputs: the loss's keyword inputs.
         method: ``"auto"``, ``"dense"`` or ``"lanczos"``.
-        num_iters: maximum Lanczos iterations.
+        num_iters: maximum Lanczos iterations; default :func:`default_num_iters`
+            (80 up to V = 32768, fewer above: full reorthogonalisation costs
+            :math:`O(m^2 V)`).
         tol: Lanczos relative convergence tolerance.
         key: PRNG key for the Lanczos start vector (default: a fixed numpy seed).
 
@@ -317,6 +328,7 @@ def min_eigenvalue(
             x = s[:, 0]
             residual = jnp.linalg.norm(h @ x - w[0] * x)
             return EigResult(float(w[0]), x, "dense", float(residual), 0)
+        m = default_num_iters(size) if num_iters is None else int(num_iters)
         if key is None:  # numpy start: no PRNG compilation on the first call
             start = jnp.asarray(np.random.default_rng(0).standard_normal(size))
         else:
@@ -324,7 +336,7 @@ def min_eigenvalue(
         if hasattr(z, "sharding"):
             start = jax.device_put(start, z.sharding)
         res, residual = _lanczos_min(
-            loss, k_static, static, z, dynamic, start, int(num_iters), float(tol)
+            loss, k_static, static, z, dynamic, start, int(m), float(tol)
         )
         if not np.isfinite(float(res.value)):
             raise BadInput("the Hessian-vector product is non-finite at these logits")
