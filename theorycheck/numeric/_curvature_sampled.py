@@ -122,7 +122,7 @@ def sampled_token_min_eigenvalue(f1, f2, policy, sampled: int) -> float:
         >>> pi = np.array([0.5, 0.25, 0.25])
         >>> round(sampled_token_min_eigenvalue(-1.0, 0.0, pi, 0), 12)  # cross-entropy
         0.0
-        >>> sampled_token_min_eigenvalue(-2.0, -2.0, pi, 0) < 0  # IS surrogate, adv > 0
+        >>> sampled_token_min_eigenvalue(-2.0, -2.0, pi, 1) < 0  # IS, pi_k < 1/2
         True
     """
     f1, f2, p, k = _validate(f1, f2, policy, sampled)

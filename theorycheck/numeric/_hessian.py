@@ -254,7 +254,7 @@ def _lanczos_min(loss, sampled, static, z, dynamic, start, num_iters, tol):
 
 
 def default_num_iters(vocab: int) -> int:
-    """Default Lanczos budget: :math:`m^2 V \le 80^2 \cdot 32768`, with 24 <= m <= 80.
+    r"""Default Lanczos budget: :math:`m^2 V \le 80^2 \cdot 32768`, with 24 <= m <= 80.
 
     Isolated (e.g. negative) extreme eigenvalues converge in a few iterations; the
     budget only binds for clustered spectra, where the residual says how far it got.
