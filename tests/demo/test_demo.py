@@ -62,3 +62,12 @@ def test_demo_token_statistics_match_numpy_kl(tmp_path):
     logmu = rollouts.behavior_logp.reshape(-1, v).astype(np.float64)
     kl = np.sum(np.exp(logmu) * (logmu - logpi), axis=1)
     np.testing.assert_allclose(stats["kl"], kl, rtol=1e-6, atol=1e-9)
+
+
+def test_demo_batch_is_readable_by_audit(demo_out, capsys):
+    from theorycheck.cli import main as cli
+
+    assert cli(["audit", str(demo_out / "batch.npz"), "--rules", "ppo,glm5",
+                "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["tokens"] == 4 * 2 * 4

@@ -68,7 +68,7 @@ def main(argv=None) -> int:
         steps.set_postfix_str("writing the report")
         result = _report.build(args, model.config, rollouts, adv, stats, tight,
                                timings)
-        _report.write(args.out, result, rollouts, stats)
+        _report.write(args.out, result, rollouts, adv, stats)
         steps.update()
     except BadInput as err:
         print(f"theorycheck demo: error: {err}", file=sys.stderr)

@@ -27,9 +27,29 @@ def advantages(rollouts) -> np.ndarray:
     return np.repeat(adv, rollouts.tokens.shape[1])
 
 
+def audit_inputs(rollouts, adv) -> dict[str, np.ndarray]:
+    """The rollouts as an audit BATCH (``theorycheck audit``'s fields)."""
+    shape = rollouts.tokens.shape
+    return {"p": np.exp(rollouts_logp(rollouts)).reshape(shape),
+            "q": np.exp(np.take_along_axis(rollouts.behavior_logp,
+                                           rollouts.tokens[..., None], -1)[..., 0]),
+            "adv": np.asarray(adv).reshape(shape)[:, 0],
+            "mask": np.ones(shape), "group_id": rollouts.group}
+
+
+def rollouts_logp(rollouts) -> np.ndarray:
+    """Trainer log π_k of every sampled token, ``[B, N]`` float64."""
+    z = rollouts.logits.astype(np.float64)
+    logp = z - np.logaddexp.reduce(z, axis=-1, keepdims=True)
+    return np.take_along_axis(logp, rollouts.tokens[..., None], -1)[..., 0]
+
+
 def build(args, config, rollouts, adv, stats, tight_stats, timings) -> dict:
     """Collects every number of the report into one JSON-able dict."""
+    from theorycheck.losses._audit import AUDITABLE, audit_batch, validate_batch
+
     agreement = sign_agreement(stats)
+    audit = audit_batch(validate_batch(audit_inputs(rollouts, adv)), AUDITABLE)
     ratio_dir = np.sign(adv * (stats["ratio"] - 1.0))
     pred_dir = np.sign(adv * stats["ddot_kl_full"])
     live = (adv != 0) & (pred_dir != 0)
@@ -55,13 +75,17 @@ def build(args, config, rollouts, adv, stats, tight_stats, timings) -> dict:
                             "p90": float(np.quantile(stats[k], .9)),
                             "max": float(stats[k].max())} for k in DIVERGENCES},
         "sign_agreement": agreement,
+        "audit": audit,
         "mask_rates": {
             "paper_delta": mask_rates(stats, adv),
             "tight_delta_p90": mask_rates(tight_stats, adv),
             "tight_deltas": tight_deltas(stats),
         },
-        "responses": [{"group": int(g), "reward": float(r), "text": t} for g, r, t
-                      in zip(rollouts.group, rollouts.reward, rollouts.text)],
+        "responses": [{"group": int(g), "reward": float(r), "advantage": float(a),
+                       "text": t} for g, r, a, t in zip(
+                           rollouts.group, rollouts.reward,
+                           np.asarray(adv).reshape(rollouts.tokens.shape)[:, 0],
+                           rollouts.text)],
     }
 
 
@@ -136,17 +160,31 @@ def _markdown(result: dict, plots: list[str]) -> str:
     for name, rate in mr["paper_delta"].items():
         tight = mr["tight_delta_p90"].get(name, 0.0)
         lines.append(f"| {name} | {rate:.3f} | {tight:.3f} |")
+    audit = result["audit"]
+    lines += ["", "## Audit of the batch: sequence-normalised weight each rule gates",
+              "", f"{audit['nonzero_adv_tokens']} of {audit['tokens']} tokens carry a "
+              f"nonzero advantage; zero-advantage groups: "
+              f"{audit['zero_adv_group_share']:.2f} of {audit['groups']}.", "",
+              "| rule | gated share | gated tokens |", "|---|---|---|"]
+    for row in audit["rules"]:
+        share = "n/a" if row["gated_share"] is None else f"{row['gated_share']:.3f}"
+        lines.append(f"| {row['rule']} | {share} | {row['gated_tokens']} |")
+    lines += ["", "The same batch is saved as `batch.npz`: "
+              "`theorycheck audit batch.npz --rules ppo,dppo_binary_tv` re-reads it."]
     lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
     lines += ["", "## Responses", ""]
     for r in result["responses"]:
-        lines.append(f"- group {r['group']}, reward {r['reward']:.0f}: "
+        lines.append(f"- group {r['group']}, reward {r['reward']:.0f}, "
+                     f"advantage {r['advantage']:+.2f}: "
                      f"{json.dumps(r['text'])}")
     return "\n".join(lines) + "\n"
 
 
-def write(out: str, result: dict, rollouts, stats) -> None:
+def write(out: str, result: dict, rollouts, adv, stats) -> None:
     """Writes ``report.json``, ``report.md`` and the plots into ``out``."""
     plots = _plots(out, stats)
+    np.savez(os.path.join(out, "batch.npz"),
+             **audit_inputs(rollouts, adv))
     with open(os.path.join(out, "report.json"), "w") as f:
         json.dump(result, f, indent=1)
     with open(os.path.join(out, "report.md"), "w") as f:
