@@ -21,11 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from theorycheck._errors import BadInput
-from theorycheck.bridge import UnsupportedOperation
 from theorycheck.convexity import _search
-from theorycheck.convexity._formal_stage import formal_psd
 from theorycheck.convexity._resolve import build_inputs, resolve
-from theorycheck.convexity._structural import analyse_structure, derive
 
 __all__ = ["ConvexityResult", "check_convexity", "local_check", "sanity_check"]
 
@@ -70,8 +67,16 @@ def sanity_check(loss, vocab: int, sampled: int, inputs) -> None:
         raise BadInput(f"the loss is not finite ({float(out)}) at logits {np.asarray(z)}")
 
 
-def _frac_list(xs):
-    return [float(x) for x in xs]
+def _shape_check(loss, vocab: int, sampled: int, inputs) -> None:
+    """Traces the loss once (no compilation): it must run and return a scalar."""
+    try:
+        with jax.enable_x64(True):
+            out = jax.eval_shape(lambda x: loss(x, sampled, **inputs),
+                                 jax.ShapeDtypeStruct((vocab,), jnp.float64))
+    except Exception as err:  # the user's function: report whatever it raised
+        raise BadInput(f"the loss raised {type(err).__name__}: {err}") from err
+    if out.shape != ():
+        raise BadInput(f"the loss returns shape {tuple(out.shape)}, not a scalar")
 
 
 def _witness_logits(pk: Fraction, vocab: int, sampled: int, kind: str):
@@ -140,6 +145,11 @@ def check_convexity(
     Raises:
         BadInput: unknown spec, bad parameter, loss that raises / is not a finite scalar.
     """
+    # SymPy and z3 are imported here only: the local check (--at) does not need them.
+    from theorycheck.bridge import UnsupportedOperation
+    from theorycheck.convexity._formal_stage import formal_psd
+    from theorycheck.convexity._structural import analyse_structure, derive
+
     params = dict(params or {})
     if not vocab or min(vocab) < 2:
         raise BadInput(f"--vocab {list(vocab)}: every V must be >= 2")
@@ -269,8 +279,9 @@ def local_check(spec: str, logits, sampled: int, *, params=None) -> dict[str, An
         raise BadInput(f"--at: need >= 2 finite logits, got {z.size} values")
     if not 0 <= sampled < z.size:
         raise BadInput(f"--sampled {sampled} is out of range for V = {z.size}")
-    numeric, _, record = build_inputs(resolved, dict(params or {}), z.size, sampled)
-    sanity_check(resolved.loss, z.size, sampled, numeric)
+    numeric, _, record = build_inputs(resolved, dict(params or {}), z.size, sampled,
+                                      exact=False)
+    _shape_check(resolved.loss, z.size, sampled, numeric)
     res = min_eigenvalue(resolved.loss, z, sampled, inputs=numeric)
     # A Lanczos value is an upper bound on lambda_min: "psd" only if it is >= -residual
     # and the method is exact (dense); a negative value is a certificate either way.

@@ -18,7 +18,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-import sympy as sp
 
 from theorycheck._errors import BadInput
 
@@ -94,12 +93,15 @@ def resolve(spec: str) -> ResolvedLoss:
     return ResolvedLoss(f"{path.name}:{func or 'loss'}", fn, accepts, required, False)
 
 
-def _exact(value: float) -> sp.Rational:
+def _exact(value: float):
+    import sympy as sp
+
     return sp.Rational(repr(float(value)))
 
 
 def build_inputs(
-    resolved: ResolvedLoss, params: Mapping[str, float], vocab: int, sampled: int
+    resolved: ResolvedLoss, params: Mapping[str, float], vocab: int, sampled: int,
+    *, exact: bool = True,
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, float]]:
     """Numeric inputs, exact SymPy inputs, and the parameter record for one ``V``.
 
@@ -108,6 +110,7 @@ def build_inputs(
         params: ``--set`` values (floats).
         vocab: ``V``.
         sampled: ``k``.
+        exact: also build the exact SymPy inputs (skip at vocabulary scale).
 
     Returns:
         ``(numeric, exact, record)``: keyword inputs for the JAX loss, the same as exact
@@ -118,31 +121,39 @@ def build_inputs(
     """
     record = dict(params)
     numeric: dict[str, Any] = {}
-    exact: dict[str, Any] = {}
+    exact_in: dict[str, Any] = {}
+    if exact:
+        import sympy as sp
     for name, value in params.items():
         if not math.isfinite(value):
             raise BadInput(f"--set {name}={value}: the value must be finite")
         if name in resolved.accepts and name != "behavior_logp":
             numeric[name] = float(value)
-            exact[name] = _exact(value)
+            exact_in[name] = _exact(value) if exact else None
     needs = set(resolved.required) | ({"adv"} & set(resolved.accepts) - set(params))
     for name in sorted(needs - set(numeric)):
         if name == "behavior_logp":
             q = float(record.setdefault("q", INPUT_DEFAULTS["q"]))
             if not 0.0 < q < 1.0:
                 raise BadInput(f"q = {q}: the behavior probability must be in (0, 1)")
-            qx = _exact(q)
-            rest = (1 - qx) / (vocab - 1)
-            mu = [qx if i == sampled else rest for i in range(vocab)]
-            numeric[name] = np.log(np.asarray([float(m) for m in mu]))
-            exact[name] = np.asarray([sp.log(m) for m in mu], dtype=object)
+            mu = np.full(vocab, (1.0 - q) / (vocab - 1))
+            mu[sampled] = q
+            numeric[name] = np.log(mu)
+            if exact:
+                qx = _exact(q)
+                rest = sp.log((1 - qx) / (vocab - 1))
+                exact_in[name] = np.asarray(
+                    [sp.log(qx) if i == sampled else rest for i in range(vocab)],
+                    dtype=object)
         elif name == "old_logits":
             numeric[name] = np.zeros(vocab)
-            exact[name] = np.asarray([sp.Integer(0)] * vocab, dtype=object)
+            if exact:
+                exact_in[name] = np.asarray([sp.Integer(0)] * vocab, dtype=object)
         elif name in INPUT_DEFAULTS:
             record.setdefault(name, INPUT_DEFAULTS[name])
             numeric[name] = float(record[name])
-            exact[name] = _exact(record[name])
+            if exact:
+                exact_in[name] = _exact(record[name])
         else:
             raise BadInput(f"the loss needs input {name!r}; pass it with --set {name}=...")
-    return numeric, exact, record
+    return numeric, exact_in, record

@@ -76,14 +76,25 @@ class StructureResult:
 
 
 def _solve(cond: sp.Basic, p: sp.Symbol) -> sp.Set:
+    """Region of (0, 1) where ``cond`` holds; Piecewise sides are solved branch by branch
+    (each branch value on its own region), which is far cheaper than solveset on them."""
     domain = sp.Interval.open(0, 1)
-    if cond in (sp.true, sp.false):
-        return domain if cond == sp.true else sp.S.EmptySet
     if isinstance(cond, sp.And):
         return sp.Intersection(*[_solve(c, p) for c in cond.args])
     if isinstance(cond, sp.Or):
         return sp.Union(*[_solve(c, p) for c in cond.args])
-    return sp.solveset(cond, p, domain)
+    if isinstance(cond, sp.core.relational.Relational) and cond.rhs == 0 and \
+            isinstance(cond.lhs, sp.Piecewise):
+        remaining: sp.Set = domain
+        out: sp.Set = sp.S.EmptySet
+        for value, branch in cond.lhs.args:
+            region = sp.Intersection(symbolic.condition_set(branch, p, domain), remaining)
+            if region != sp.S.EmptySet:
+                out = sp.Union(out, symbolic.condition_set(
+                    cond.func(value, 0), p, domain).intersect(region))
+            remaining = sp.Complement(remaining, region)
+        return out
+    return symbolic.condition_set(cond, p, domain)
 
 
 def _region_text(cond: sp.Basic, p: sp.Symbol) -> str | None:
@@ -97,14 +108,19 @@ def _region_text(cond: sp.Basic, p: sp.Symbol) -> str | None:
         return "never"
     if region == sp.Interval.open(0, 1):
         return "always"
-    if isinstance(region, sp.Interval):
-        parts = []
-        if region.start > 0:
-            parts.append(f"pi_k {'>' if region.left_open else '>='} {region.start}")
-        if region.end < 1:
-            parts.append(f"pi_k {'<' if region.right_open else '<='} {region.end}")
-        return " and ".join(parts)
+    pieces = region.args if isinstance(region, sp.Union) else (region,)
+    if all(isinstance(r, sp.Interval) for r in pieces):
+        return " or ".join(_interval_text(r) for r in pieces)
     return f"pi_k in {region}"
+
+
+def _interval_text(region: sp.Interval) -> str:
+    parts = []
+    if region.start > 0:
+        parts.append(f"pi_k {'>' if region.left_open else '>='} {sp.sstr(region.start)}")
+    if region.end < 1:
+        parts.append(f"pi_k {'<' if region.right_open else '<='} {sp.sstr(region.end)}")
+    return " and ".join(parts)
 
 
 def _scan(cond_expr: sp.Expr, p: sp.Symbol) -> Fraction | None:

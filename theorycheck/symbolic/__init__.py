@@ -19,6 +19,7 @@ from theorycheck.symbolic._softmax import (
 from theorycheck.symbolic._structure import (
     CrossEntropyFit,
     SampledTokenFit,
+    condition_set,
     fit_cross_entropy,
     fit_regression,
     fit_sampled_token,
@@ -34,6 +35,7 @@ __all__ = [
     "Frozen",
     "ProbabilityForm",
     "SampledTokenFit",
+    "condition_set",
     "ddot_binary_kl",
     "ddot_kl",
     "ddot_tv",

@@ -31,12 +31,14 @@ a diagonal Hessian (:math:`L = \sum_i g_i(z_i)`), PSD iff every :math:`g_i'' \ge
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 
 import sympy as sp
 
 __all__ = [
     "CrossEntropyFit",
+    "condition_set",
     "SampledTokenFit",
     "fit_cross_entropy",
     "fit_regression",
@@ -49,12 +51,75 @@ __all__ = [
 ]
 
 
+@functools.lru_cache(maxsize=4096)
+def condition_set(cond: sp.Basic, x: sp.Symbol, domain: sp.Set) -> sp.Set:
+    """The set of ``x`` in ``domain`` where the boolean ``cond`` holds (SymPy solveset).
+
+    Examples:
+        >>> x = sp.Symbol("x", positive=True)
+        >>> condition_set((x >= 2) & (x < 3), x, sp.Interval.open(0, 10))
+        Interval.Ropen(2, 3)
+    """
+    if cond == sp.true:
+        return domain
+    if cond == sp.false:
+        return sp.S.EmptySet
+    if isinstance(cond, sp.And):
+        return sp.Intersection(*[condition_set(c, x, domain) for c in cond.args])
+    if isinstance(cond, sp.Or):
+        return sp.Union(*[condition_set(c, x, domain) for c in cond.args])
+    if isinstance(cond, sp.Not):
+        return sp.Complement(domain, condition_set(cond.args[0], x, domain))
+    return sp.solveset(cond, x, domain)
+
+
+def _live_branches(pw: sp.Piecewise) -> list[sp.Expr]:
+    """Branch values of ``pw`` minus those whose region is provably empty.
+
+    Pruning runs only for conditions in one positive symbol (probability coordinates);
+    otherwise every branch is kept (more branches to check is the safe side).
+    """
+    syms = set().union(*[sp.sympify(c).free_symbols for _, c in pw.args])
+    values = [b for b, _ in pw.args]
+    if len(syms) != 1:
+        return values
+    (x,) = syms
+    if not x.is_positive:
+        return values
+    try:
+        return [pw.args[i][0] for i in _live_indices(pw.args, x)]
+    except (NotImplementedError, TypeError, ValueError):
+        return values
+
+
+@functools.lru_cache(maxsize=1024)
+def _live_indices(args: tuple, x: sp.Symbol) -> tuple[int, ...]:
+    domain = sp.Interval.open(0, sp.oo)
+    remaining: sp.Set = domain
+    live = []
+    for i, (_, cond) in enumerate(args):
+        region = condition_set(cond, x, domain)
+        if sp.Intersection(region, remaining) != sp.S.EmptySet:
+            live.append(i)
+        remaining = sp.Complement(remaining, region)
+    return tuple(live)
+
+
 def is_zero(expr: sp.Expr) -> bool:
-    """True only when ``expr`` is identically zero (branch by branch for Piecewise)."""
+    """True only when ``expr`` is identically zero (branch by branch for Piecewise;
+    branches whose region is provably empty are skipped)."""
     expr = sp.piecewise_fold(expr)
     if isinstance(expr, sp.Piecewise):
-        return all(is_zero(branch) for branch, _ in expr.args)
+        return all(is_zero(branch) for branch in _live_branches(expr))
     return sp.cancel(sp.together(expr)) == 0
+
+
+def _cancel(expr: sp.Expr) -> sp.Expr:
+    """``cancel`` applied branch by branch (Piecewise folded first)."""
+    expr = sp.piecewise_fold(expr)
+    if isinstance(expr, sp.Piecewise):
+        return sp.Piecewise(*[(sp.cancel(b), c) for b, c in expr.args])
+    return sp.cancel(expr)
 
 
 def sampled_token_hessian(
@@ -168,11 +233,11 @@ def fit_sampled_token(
         return None
     p = _policy(variables)
     i, j = [t for t in range(n) if t != sampled][:2]
-    fprime = sp.cancel(-gradient[i] / p[i])
+    fprime = _cancel(-gradient[i] / p[i])
     v = [(1 if t == sampled else 0) - p[t] for t in range(n)]
     if not all(is_zero(gradient[t] - fprime * v[t]) for t in range(n)):
         return None
-    fsecond = sp.cancel(hessian[i, j] / (p[i] * p[j]) - fprime)
+    fsecond = _cancel(hessian[i, j] / (p[i] * p[j]) - fprime)
     model = sampled_token_hessian(fprime, fsecond, p, sampled)
     if not all(is_zero(hessian[a, b] - model[a, b]) for a in range(n) for b in range(a, n)):
         return None

@@ -1,0 +1,137 @@
+"""check_convexity: registry acceptance, user files, soundness of every verdict."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from theorycheck import BadInput
+from theorycheck.convexity import check_convexity, local_check
+
+EX = "examples/losses/"
+FAST = {"num_starts": 128}  # the numeric stage is a second route here, not the point
+
+
+def _curvature(spec_loss, ce, **inputs):
+    """Independent float64 re-check of a reported counterexample: u^T H u by jax.hessian."""
+    z = jnp.asarray(ce["logits"], jnp.float64)
+    u = jnp.asarray(ce["direction"], jnp.float64)
+    h = jax.hessian(lambda x: spec_loss(x, ce["sampled"], **inputs))(z)
+    return float(u @ h @ u)
+
+
+@pytest.mark.parametrize("name", ["sft", "lco_kld", "lco_mse", "lco_lch"])
+def test_check_convexity_lco_and_sft_convex_for_every_vocab(name):
+    for adv in (1.0, -1.0):
+        res = check_convexity(name, params={"adv": adv}, **FAST)
+        assert res.verdict == "convex", res.methods
+        assert res.scope == "all V >= 2"
+        assert res.methods[0]["status"] == "proved"
+
+
+@pytest.mark.parametrize("name,adv", [("is_pg", 1.0), ("is_pg", -1.0), ("pg", -1.0),
+                                      ("cispo", -1.0), ("sapo", 1.0), ("sapo", -1.0)])
+def test_check_convexity_refutes_with_verified_counterexample(name, adv):
+    from theorycheck.losses import LOSSES
+
+    res = check_convexity(name, params={"adv": adv}, **FAST)
+    assert res.verdict == "not_convex", res.methods
+    ce = res.counterexample
+    assert ce["curvature"] < 0
+    vocab = len(ce["logits"])
+    q = res.params.get("q", 0.5)
+    mu = np.full(vocab, (1 - q) / (vocab - 1))
+    mu[0] = q
+    inputs = {"adv": adv}
+    if "behavior_logp" in LOSSES[name].inputs:
+        inputs["behavior_logp"] = jnp.log(jnp.asarray(mu))
+    assert _curvature(LOSSES[name].loss, ce, **inputs) < 0
+
+
+def test_check_convexity_is_pg_positive_advantage_condition():
+    res = check_convexity("is_pg", params={"adv": 1.0}, **FAST)
+    assert res.family == "sampled_token"
+    assert "pi_k >= 1/2" in res.condition
+
+
+def test_check_convexity_pg_positive_advantage_is_convex():
+    res = check_convexity("pg", params={"adv": 2.0}, **FAST)
+    assert res.verdict == "convex" and res.scope == "all V >= 2"
+
+
+def test_check_convexity_user_file_condition_from_one_definition():
+    res = check_convexity(EX + "is_surrogate.py:loss", params={"adv": 1.0}, **FAST)
+    assert res.verdict == "not_convex"
+    assert res.condition.startswith("pi_k >= 1/2")
+
+
+def test_check_convexity_proves_non_structural_user_loss_at_small_vocab():
+    res = check_convexity(EX + "pairwise_logistic.py:loss", vocab=(3,), **FAST)
+    assert res.verdict == "convex" and res.scope == "V = 3"
+    assert any(m["method"] == "z3 V=3" and m["status"] == "proved" for m in res.methods)
+
+
+@pytest.mark.parametrize("func", ["loss", "loss_mixed"])
+def test_check_convexity_never_calls_boundary_trap_convex(func):
+    import importlib.util
+
+    res = check_convexity(EX + f"boundary_trap.py:{func}", **FAST)
+    assert res.verdict in ("not_convex", "unknown")
+    if res.verdict == "not_convex":
+        spec = importlib.util.spec_from_file_location("bt", EX + "boundary_trap.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        ce = res.counterexample
+        assert min(np.exp(ce["logits"]) / np.exp(ce["logits"]).sum()) < 1e-5
+        assert float(ce["curvature"]) < 0
+        # exact rational re-check when the counterexample came from z3
+        if "curvature_exact" in ce:
+            from fractions import Fraction
+
+            assert Fraction(ce["curvature_exact"]) < 0
+
+
+def test_check_convexity_unsupported_operation_falls_back_to_numeric():
+    res = check_convexity(EX + "top2_likelihood.py:loss", **FAST)
+    assert res.methods[0]["status"] == "skipped" and "sort" in res.methods[0]["detail"]
+    assert res.verdict in ("not_convex", "unknown")
+
+
+@pytest.mark.parametrize("spec,match", [
+    (EX + "bad_losses.py:raises", "raised RuntimeError"),
+    (EX + "bad_losses.py:vector", "not a scalar"),
+    (EX + "bad_losses.py:not_finite", "not finite"),
+    (EX + "bad_losses.py:missing", "has no function 'missing'"),
+    (EX + "no_such_file.py:loss", "does not exist"),
+    ("no_such_loss", "unknown loss 'no_such_loss'"),
+])
+def test_check_convexity_bad_input_names_the_problem(spec, match):
+    with pytest.raises(BadInput, match=match):
+        check_convexity(spec, **FAST)
+
+
+def test_check_convexity_rejects_bad_vocab_and_q():
+    with pytest.raises(BadInput, match="V must be >= 2"):
+        check_convexity("sft", vocab=(1,))
+    with pytest.raises(BadInput, match="q = 1.5"):
+        check_convexity("is_pg", params={"q": 1.5})
+
+
+def test_local_check_matches_closed_form_at_large_vocab():
+    # IS surrogate at V = 2000 (Lanczos route) vs the sampled-token closed form.
+    from theorycheck.numeric._curvature_sampled import sampled_token_min_eigenvalue
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=2000)
+    z[3] = 4.0
+    out = local_check(EX + "is_surrogate.py:loss", z, 3, params={"adv": 1.0, "q": 0.5})
+    pi = np.exp(z - z.max()) / np.exp(z - z.max()).sum()
+    f = -pi[3] / 0.5  # f' = f'' = -A pi_k / q
+    exact = sampled_token_min_eigenvalue(f, f, pi, 3)
+    assert out["psd"] is False
+    np.testing.assert_allclose(out["min_eigenvalue"], exact, rtol=1e-6, atol=1e-10)
+
+
+def test_local_check_psd_for_cross_entropy():
+    out = local_check("sft", np.array([0.0, 1.0, -2.0, 3.0]), 1)
+    assert out["psd"] is True and abs(out["min_eigenvalue"]) < 1e-12
