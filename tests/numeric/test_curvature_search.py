@@ -109,6 +109,31 @@ def test_search_negative_curvature_boundary_regime_finds_boundary_only_loss():
     assert -f1 + f2 * (1 - pk) / pk < 0  # the structure theorem agrees: not PSD there
 
 
+def gated(z, sampled, adv, behavior_logp):
+    """-adv * r inside 0.8 < r < 3, constant outside (dual-clip PPO with adv < 0)."""
+    r = jnp.exp(jax.nn.log_softmax(z)[sampled] - behavior_logp[sampled])
+    return jnp.where((r > 0.8) & (r < 3.0), -adv * r, 0.0)
+
+
+def test_search_negative_curvature_leaves_flat_regions():
+    # Where the gate is closed H = 0 and the curvature has no gradient: the search
+    # must walk (randomly) rather than stall. Nonconvex inside the gate for adv < 0.
+    inputs = {"adv": -1.0, "behavior_logp": UNIFORM}
+    res = search_negative_curvature(
+        gated,
+        V,
+        2,
+        inputs=inputs,
+        key=jr.key(5),
+        num_starts=6,
+        steps=12,
+        regimes=("boundary",),
+    )
+    _assert_verified(res, gated, inputs)
+    r = float(jax.nn.softmax(res.logits)[2]) * V
+    assert 0.8 < r < 3.0
+
+
 @pytest.mark.parametrize(
     "kwargs, match",
     [

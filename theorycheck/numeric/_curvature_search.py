@@ -80,7 +80,8 @@ class SearchResult(NamedTuple):
 def _starts(key, regime, num, size, sampled):
     """Random starting logits ``[num, V]`` for a regime."""
     k1, k2, k3, k4, k5 = jr.split(key, 5)
-    scale = jr.uniform(k1, (num, 1), minval=0.5, maxval=3.0)
+    # log-uniform scale in [0.03, 3]: near-uniform policies as well as peaked ones
+    scale = jnp.exp(jr.uniform(k1, (num, 1), minval=np.log(0.03), maxval=np.log(3.0)))
     z = scale * jr.normal(k2, (num, size))
     if regime == "interior":
         return jnp.clip(z, -BOX["interior"], BOX["interior"])
@@ -145,12 +146,17 @@ def _descend(
             z, x, best = carry
             x = smallest(z, x)
             c, g = jax.value_and_grad(curvature)(z, x)
-            ok = jnp.isfinite(c) & jnp.all(jnp.isfinite(g))
-            better = ok & (c < best[0])
+            better = jnp.isfinite(c) & (c < best[0])
             best = jax.tree.map(lambda a, b: jnp.where(better, a, b), (c, z, x), best)
-            g = jnp.where(ok, project(g), 0.0)
+            # A zero or non-finite gradient (a flat, clipped region, or a kink) gives a
+            # random step instead: a random walk until curvature appears.
+            g = project(jnp.where(jnp.isfinite(g), g, 0.0))
+            gnorm = jnp.linalg.norm(g)
+            walk = project(jr.normal(jr.fold_in(key, t), (size,), starts.dtype))
+            d = jnp.where(gnorm > 0, g / jnp.where(gnorm > 0, gnorm, 1.0), walk)
+            d = d / jnp.linalg.norm(d)
             lr = 1.0 * (0.05 ** (t / max(steps - 1, 1)))
-            z = jnp.clip(z - lr * g / (jnp.linalg.norm(g) + 1e-300), -box, box)
+            z = jnp.clip(z - lr * d, -box, box)
             return z, x, best
 
         best = (jnp.asarray(jnp.inf, starts.dtype), z0, x0)

@@ -96,10 +96,9 @@ def split_inputs(
         k, static, dynamic = split(*option)
         try:
             jax.eval_shape(bind_loss(loss, k, static), logits, dynamic)
-        except (
+        except (  # bool/integer conversion errors are concretization errors
             jax.errors.ConcretizationTypeError,
-            jax.errors.TracerBoolConversionError,
-            jax.errors.TracerIntegerConversionError,
+            jax.errors.TracerArrayConversionError,
         ):
             continue
         return k, static, dynamic
