@@ -67,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
           + ("   gated: the rule zeroes this token" if result["gated"] else ""))
     clamp = params.get("log_ratio_clamp")
     if clamp is not None and abs(math.log(args.p / args.q)) > clamp:
-        print(f"  log-ratio guard active: |log r| = {abs(math.log(args.p / args.q)):.4g}"
-              f" > {clamp:g}; c = 0 wherever the gradient flows through r")
+        size = abs(math.log(args.p / args.q))
+        print(f"  log-ratio guard active: |log r| = {size:.4g} > {clamp:g}; "
+              "c = 0 wherever the gradient flows through r")
     return 0

@@ -99,9 +99,9 @@ def rloo_advantages(rewards: ArrayLike, group_ids: ArrayLike, *,
 
     Examples:
         >>> import numpy as np
-        >>> rloo_advantages(np.array([1.0, 0.0, 0.0]), np.array([0, 0, 0]),
+        >>> rloo_advantages(np.array([1.0, 0.0]), np.array([0, 0]),
         ...                 num_groups=1).adv.tolist()
-        [1.0, -0.5, -0.5]
+        [1.0, -1.0]
 
     References:
         Ahmadian et al., "Back to Basics: Revisiting REINFORCE-Style Optimization"

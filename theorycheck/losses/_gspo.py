@@ -245,6 +245,14 @@ def gspo_sequence_loss(
     Returns:
         A scalar loss.
 
+    Examples:
+        >>> import numpy as np
+        >>> z = np.zeros((2, 3))
+        >>> mu = np.log(np.full((2, 3), 1 / 3))
+        >>> float(gspo_sequence_loss(z, np.array([0, 1]), adv=1.0, behavior_logp=mu,
+        ...                          mask=np.array([1.0, 1.0])))
+        -1.0
+
     References:
         GSPO (arXiv 2507.18071); TRL ``importance_sampling_level="sequence"``.
     """

@@ -278,6 +278,12 @@ def estimate_vocab_adv(old_logits: ArrayLike, adv: float, sampled: int) -> jax.A
     Returns:
         ``[V]`` dense advantage.
 
+    Examples:
+        >>> import numpy as np
+        >>> a = estimate_vocab_adv(np.zeros(4), 1.0, 0)
+        >>> [round(float(x), 6) for x in a]
+        [0.75, -0.25, -0.25, -0.25]
+
     References:
         homzer/llama-rlhf ``src/utils.py::estimate_vocab_adv`` (research notes §2.4).
     """
