@@ -282,6 +282,9 @@ def min_eigenvalue(
     ``"lanczos"`` runs Lanczos with full reorthogonalisation on Hessian-vector products
     and never forms a :math:`V \times V` matrix; ``"auto"`` picks dense for
     ``V <= 512``.
+    On the Lanczos route, a shift-invariant loss (:math:`H\mathbf 1 = 0`, checked with
+    one HVP) is handled exactly: the all-ones eigenvector is split off and Lanczos runs
+    on its complement, so the result is :math:`\min(0, \theta_1)`.
 
     Args:
         loss: ``loss(logits, sampled, **inputs) -> scalar``.
