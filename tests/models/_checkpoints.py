@@ -195,3 +195,8 @@ def write_gguf(path: str, tensors: dict, cfg: dict, *, tokenizer: bool = True,
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+
+
+def token_batch(vocab: int, batch: int, seq: int, seed: int = 0) -> np.ndarray:
+    """Random int32 token ids ``[batch, seq]`` in ``[0, vocab)``."""
+    return np.random.default_rng(seed).integers(0, vocab, (batch, seq)).astype(np.int32)

@@ -1,6 +1,5 @@
 """Fixtures: tiny checkpoints written once per session, and the real default model."""
 
-import numpy as np
 import pytest
 
 from tests.models import _checkpoints as ck
@@ -33,7 +32,3 @@ def real_model():
     from theorycheck.models import load_model
 
     return load_model("smollm2")
-
-
-def token_batch(vocab: int, batch: int, seq: int, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).integers(0, vocab, (batch, seq)).astype(np.int32)

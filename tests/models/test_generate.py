@@ -6,7 +6,7 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-from tests.models.conftest import token_batch
+from tests.models._checkpoints import token_batch
 from theorycheck import BadInput
 from theorycheck.models import forward, generate, load_hf
 from theorycheck.testing import STAT_RTOL, assert_close

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tests.models import _checkpoints as ck
-from tests.models.conftest import token_batch
+from tests.models._checkpoints import token_batch
 from theorycheck import BadInput
 from theorycheck.models import RopeLayout, forward, load_gguf, load_hf, sha256_file
 from theorycheck.testing import assert_close

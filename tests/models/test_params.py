@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tests.models.conftest import token_batch
+from tests.models._checkpoints import token_batch
 from theorycheck import BadInput
 from theorycheck.models import (
     count_params,

@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tests.models._checkpoints import token_batch
 from tests.models._reference import reference_logits
-from tests.models.conftest import token_batch
 from theorycheck import BadInput
 from theorycheck.models import cast_params, forward, load_hf
 from theorycheck.testing import assert_close
