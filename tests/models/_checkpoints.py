@@ -164,6 +164,9 @@ def write_gguf(path: str, tensors: dict, cfg: dict, *, tokenizer: bool = True,
     w.add_rope_freq_base(cfg["rope_theta"])
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
     w.add_vocab_size(cfg["vocab_size"])
+    if "head_dim" in cfg:
+        w.add_key_length(cfg["head_dim"])
+        w.add_value_length(cfg["head_dim"])
     if tokenizer:
         tokens = vocab_tokens()
         w.add_tokenizer_model("gpt2")
@@ -178,7 +181,10 @@ def write_gguf(path: str, tensors: dict, cfg: dict, *, tokenizer: bool = True,
              "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
              "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
              "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
-             "mlp.down_proj": "ffn_down"}
+             "mlp.down_proj": "ffn_down", "self_attn.q_norm": "attn_q_norm",
+             "self_attn.k_norm": "attn_k_norm"}
+    # only llama.cpp's Llama converter permutes Q/K; Qwen keeps rotate-half (NEOX)
+    permute = arch == "llama"
     for name, arr in tensors.items():
         if name in rename:
             out = rename[name]
@@ -186,9 +192,9 @@ def write_gguf(path: str, tensors: dict, cfg: dict, *, tokenizer: bool = True,
             layer, rest = name.removeprefix("model.layers.").split(".", 1)
             stem, kind = rest.rsplit(".", 1)
             out = f"blk.{layer}.{parts[stem]}.{kind}"
-            if stem == "self_attn.q_proj":
+            if permute and stem == "self_attn.q_proj":
                 arr = llama_cpp_permute(arr, h)
-            elif stem == "self_attn.k_proj":
+            elif permute and stem == "self_attn.k_proj":
                 arr = llama_cpp_permute(arr, kv)
         w.add_tensor(out, np.ascontiguousarray(arr, dtype=np.float32))
     w.write_header_to_file()
