@@ -10,6 +10,14 @@ from theorycheck.losses._advantages import (
     grpo_advantages,
     rloo_advantages,
 )
+from theorycheck.losses._audit import (
+    AUDITABLE,
+    audit_batch,
+    load_batch,
+    synthetic_batch,
+    validate_batch,
+)
+from theorycheck.losses._conventions import conventions_report
 from theorycheck.losses._gspo import gspo_sequence_loss
 from theorycheck.losses._lco import estimate_vocab_adv
 from theorycheck.losses._presets import PRESETS, Preset
@@ -23,6 +31,7 @@ from theorycheck.losses._registry import LOSSES, TOKEN_RULES
 from theorycheck.losses._spec import LossSpec
 
 __all__ = [
+    "AUDITABLE",
     "LOSSES",
     "MODES",
     "PRESETS",
@@ -31,11 +40,16 @@ __all__ = [
     "LossSpec",
     "Preset",
     "Reduction",
+    "audit_batch",
+    "conventions_report",
     "dr_grpo_advantages",
     "estimate_vocab_adv",
     "grpo_advantages",
     "gspo_sequence_loss",
+    "load_batch",
     "reduction_weights",
     "rloo_advantages",
     "sequence_gradient_norms",
+    "synthetic_batch",
+    "validate_batch",
 ]

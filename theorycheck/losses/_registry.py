@@ -3,7 +3,9 @@
 Adding a rule means adding one entry below; tests, proofs, experiments and the CLI
 iterate ``LOSSES``. Each entry's hyperparameters and their defaults are read from the
 keyword defaults of its JAX ``loss`` (one source of truth); tests hold the coefficient's
-and the symbolic spec's defaults equal to them.
+and the symbolic spec's defaults equal to them. ``smooth`` describes the rule itself:
+the log-ratio guard adds kinks at |log r| = ``log_ratio_clamp`` to every ratio rule
+(pass ``log_ratio_clamp=inf`` to remove them).
 """
 
 from __future__ import annotations
