@@ -72,3 +72,27 @@ def test_init_params_has_the_loaders_structure(tiny_dirs, kind):
     assert float(jnp.std(fresh["embed"])) == pytest.approx(0.02, rel=0.05)
     norm = "final_norm"
     np.testing.assert_array_equal(fresh[norm], np.ones(cfg.hidden_size, np.float32))
+
+
+def test_partition_params_jvp_in_a_subset_equals_zero_padded_full_jvp(tiny_dirs):
+    from theorycheck.models import combine_params, partition_params
+
+    cfg, params, _ = load_hf(tiny_dirs["qwen3"][0], dtype=np.float64)
+    picked = {"blocks/q_norm", "blocks/k_norm", "final_norm"}
+    sel, rest = partition_params(params, lambda path: path in picked)
+    assert set(sel) == {"blocks", "final_norm"} and set(sel["blocks"]) == {
+        "q_norm", "k_norm"}
+    jax.tree_util.tree_map(np.testing.assert_array_equal,
+                           combine_params(sel, rest), params)
+    ids = token_batch(cfg.vocab_size, 1, 5, seed=16)
+    rng = np.random.default_rng(2)
+    t_sel = jax.tree_util.tree_map(
+        lambda a: jnp.asarray(rng.standard_normal(a.shape), a.dtype), sel)
+    f_sub = lambda s, r: forward(combine_params(s, r), cfg, ids)
+    _, jvp_sub = jax.jit(lambda s, r, t: jax.jvp(lambda q: f_sub(q, r), (s,), (t,)))(
+        sel, rest, t_sel)
+    t_full = combine_params(t_sel, jax.tree_util.tree_map(jnp.zeros_like, rest))
+    _, jvp_full = jax.jit(lambda p, t: jax.jvp(lambda q: forward(q, cfg, ids), (p,),
+                                               (t,)))(params, t_full)
+    assert_close(jvp_sub, jvp_full)
+    assert float(jnp.max(jnp.abs(jvp_sub))) > 1e-3  # the subset does move the logits

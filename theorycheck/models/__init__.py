@@ -15,10 +15,12 @@ from theorycheck.models._hf_config import config_from_hf
 from theorycheck.models._load import DEFAULT_MODEL, Model, embedded_path, load_model
 from theorycheck.models._params import (
     cast_params,
+    combine_params,
     count_params,
     init_params,
     logits_from_hidden,
     merge_params,
+    partition_params,
     split_params,
 )
 from theorycheck.models._transformer import forward, hidden_states
@@ -31,6 +33,7 @@ __all__ = [
     "ModelConfig",
     "RopeLayout",
     "cast_params",
+    "combine_params",
     "config_from_hf",
     "count_params",
     "embedded_path",
@@ -44,6 +47,7 @@ __all__ = [
     "load_tokenizer_json",
     "logits_from_hidden",
     "merge_params",
+    "partition_params",
     "sampling_logprobs",
     "sha256_file",
     "split_params",

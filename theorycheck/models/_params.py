@@ -9,6 +9,7 @@ once by :func:`~theorycheck.models.hidden_states` (exact, and much cheaper per s
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -152,6 +153,64 @@ def logits_from_hidden(
     positions, mask = positions_and_mask(attention_mask, b, s)
     x, _ = run_blocks(trainable["blocks"], config, hidden, positions, mask)
     return head({**frozen, **trainable}, config, x)
+
+
+def partition_params(
+    params: Params, select: Callable[[str], bool]
+) -> tuple[Params, Params]:
+    """Splits any subset of parameter arrays from the rest, by path.
+
+    Paths are ``"embed"``, ``"final_norm"``, ``"blocks/wq"``, ... (whole stacked arrays;
+    use :func:`split_params` to cut along the layer axis). Differentiate in the first
+    part and pass the second as a jit argument too (closed-over weights are
+    constant-folded by XLA).
+
+    Args:
+        params: a parameter pytree (nested dicts of arrays).
+        select: path -> True for the arrays to take.
+
+    Returns:
+        ``(selected, rest)``, nested dicts without empty branches;
+        ``combine_params(selected, rest)`` gives ``params`` back.
+
+    Examples:
+        >>> sel, rest = partition_params({"a": 1, "b": {"c": 2, "d": 3}},
+        ...                              lambda path: path.endswith("c"))
+        >>> sel, rest
+        ({'b': {'c': 2}}, {'a': 1, 'b': {'d': 3}})
+    """
+    selected: dict = {}
+    rest: dict = {}
+    for key, value in params.items():
+        if isinstance(value, dict):
+            sub_sel, sub_rest = partition_params(
+                value, lambda path, key=key: select(f"{key}/{path}"))
+            if sub_sel:
+                selected[key] = sub_sel
+            if sub_rest:
+                rest[key] = sub_rest
+        else:
+            (selected if select(key) else rest)[key] = value
+    return selected, rest
+
+
+def combine_params(selected: Params, rest: Params) -> Params:
+    """Inverse of :func:`partition_params` (a recursive union of the two dicts).
+
+    Args:
+        selected: the first part.
+        rest: the second part.
+
+    Returns:
+        The full parameter pytree.
+    """
+    out = dict(rest)
+    for key, value in selected.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = combine_params(value, out[key])
+        else:
+            out[key] = value
+    return out
 
 
 def cast_params(params: Params, dtype) -> Params:
