@@ -116,3 +116,10 @@ def test_check_rules_rejects_distribution_rules():
         check_rules(["ppo", "dppo_topk_kl"])
     with pytest.raises(BadInput, match="valid:"):
         check_rules(["nope"])
+
+
+def test_audit_batch_without_signal_reports_no_share():
+    batch = {**HAND, "adv": np.zeros(3)}
+    report = audit_batch(validate_batch(batch), ["ppo"])
+    assert report["rules"][0]["gated_share"] is None
+    assert report["zero_adv_group_share"] == 1.0

@@ -11,6 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.losses._cases import behavior_with_prob, logits_with_prob, random_pq
 from theorycheck.losses import LOSSES, TOKEN_RULES
@@ -189,3 +191,21 @@ def test_registry_entry_is_documented(name):
     assert doc and ".. math::" in doc and "References:" in doc
     assert spec.reference and spec.description
     assert spec.family in ("token", "sequence", "distribution")
+
+
+# Each example is a vector of 64 tokens, so 40 examples cover 2560 draws per rule.
+@settings(max_examples=40)
+@given(st.integers(0, 2**32 - 1))
+def test_coefficient_never_flips_the_advantage_sign(seed):
+    rng = np.random.default_rng(seed)
+    p, q, adv = random_pq(rng, 64)
+    extra = {"divergence": rng.uniform(0.0, 0.4, 64), "ddot": rng.normal(0, 0.1, 64),
+             "seq_log_ratio": rng.normal(0, 1e-3, 64),
+             "other_log_ratio": rng.normal(0, 1e-3, 64)}
+    for name in TOKEN_RULES:
+        spec = LOSSES[name]
+        kw = {k: v for k, v in extra.items() if k in spec.coefficient_inputs}
+        c, gated = spec.coefficient(p, q, adv, **kw)
+        c = np.asarray(c)
+        assert np.all(c * adv >= 0.0), name  # c = A x (nonnegative weight)
+        assert np.all(c[np.asarray(gated)] == 0.0), name
