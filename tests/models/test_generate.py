@@ -109,3 +109,11 @@ def test_generate_refuses_bad_arguments(tiny, kwargs, message):
     with pytest.raises(BadInput, match=message):
         generate(params, cfg, token_batch(cfg.vocab_size, 1, 3), key=jr.key(0),
                  **kwargs)
+
+
+def test_completion_mask_keeps_through_first_eos():
+    from theorycheck.models import completion_mask
+
+    tokens = np.array([[4, 2, 2, 9], [2, 5, 6, 7], [8, 8, 8, 8]], np.int32)
+    want = np.array([[1, 1, 0, 0], [1, 0, 0, 0], [1, 1, 1, 1]], np.int32)
+    np.testing.assert_array_equal(completion_mask(tokens, eos_id=2), want)

@@ -7,7 +7,12 @@ differentiate through the last blocks only.
 """
 
 from theorycheck.models._config import Family, ModelConfig, RopeLayout
-from theorycheck.models._generate import Generation, generate, sampling_logprobs
+from theorycheck.models._generate import (
+    Generation,
+    completion_mask,
+    generate,
+    sampling_logprobs,
+)
 from theorycheck.models._gguf import load_gguf, sha256_file
 from theorycheck.models._gguf_tokenizer import tokenizer_from_gguf_fields
 from theorycheck.models._hf import load_hf, load_tokenizer_json
@@ -34,6 +39,7 @@ __all__ = [
     "RopeLayout",
     "cast_params",
     "combine_params",
+    "completion_mask",
     "config_from_hf",
     "count_params",
     "embedded_path",

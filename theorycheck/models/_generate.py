@@ -67,6 +67,29 @@ def _sample(key, logp, temperature: float, top_p: float):
     return jr.categorical(key, logp, axis=-1)
 
 
+def completion_mask(tokens: Int[ArrayLike, "batch new"], eos_id: int) -> Array:
+    """1 for generated tokens up to and including the first ``eos_id``, then 0.
+
+    ``generate`` always runs ``max_new_tokens`` steps; this is the response mask a
+    trainer applies afterwards.
+
+    Args:
+        tokens: ``[batch, new]`` generated ids.
+        eos_id: the end-of-sequence id.
+
+    Returns:
+        ``[batch, new]`` int32 mask.
+
+    Examples:
+        >>> completion_mask(jnp.array([[5, 2, 7, 2], [5, 6, 7, 8]]), eos_id=2)
+        Array([[1, 1, 0, 0],
+               [1, 1, 1, 1]], dtype=int32)
+    """
+    is_eos = (jnp.asarray(tokens) == eos_id).astype(jnp.int32)
+    before = jnp.cumsum(is_eos, axis=-1) - is_eos  # EOS tokens strictly before
+    return (before == 0).astype(jnp.int32)
+
+
 @functools.partial(
     jax.jit,
     static_argnames=("config", "max_new_tokens", "temperature", "top_p", "topk",
