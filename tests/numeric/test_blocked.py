@@ -32,7 +32,7 @@ def _batch(shape=(2, 3), v=11, seed=0, dtype=np.float64):
     return b, z, k, adv
 
 
-@pytest.mark.parametrize("block_rows", [1, 4, 5])
+@pytest.mark.parametrize("block_rows", [1, 4])
 def test_token_stats_matches_single_position_api(block_rows):
     b, z, k, adv = _batch()
     s = token_stats(b, z, k, adv, config=CFG, block_rows=block_rows)
