@@ -1,4 +1,5 @@
-"""The jaxpr -> SymPy bridge: same values, gradients and Hessians as JAX (two routes)."""
+"""The jaxpr -> SymPy bridge: same values, gradients and Hessians as JAX (two
+routes)."""
 
 import jax
 import jax.numpy as jnp
@@ -77,10 +78,18 @@ def test_sympy_from_jax_matches_jax_value_gradient_hessian(name, z):
     # max-shifted ones; Hessian entries are differences of such terms (1e-8).
     sym_v = np.asarray(value(*z), dtype=np.float64)
     np.testing.assert_allclose(sym_v, np.asarray(j_value(zj)), rtol=1e-9, atol=atol)
-    np.testing.assert_allclose(np.asarray(grad(*z), dtype=np.float64),
-                               np.asarray(j_grad(zj)), rtol=1e-9, atol=1e-11)
-    np.testing.assert_allclose(np.asarray(hess(*z), dtype=np.float64),
-                               np.asarray(j_hess(zj)), rtol=1e-8, atol=1e-11)
+    np.testing.assert_allclose(
+        np.asarray(grad(*z), dtype=np.float64),
+        np.asarray(j_grad(zj)),
+        rtol=1e-9,
+        atol=1e-11,
+    )
+    np.testing.assert_allclose(
+        np.asarray(hess(*z), dtype=np.float64),
+        np.asarray(j_hess(zj)),
+        rtol=1e-8,
+        atol=1e-11,
+    )
 
 
 def test_sympy_from_jax_removes_max_shift_exactly():
@@ -91,8 +100,9 @@ def test_sympy_from_jax_removes_max_shift_exactly():
 
 def test_sympy_from_jax_keeps_non_invariant_max():
     # max used as a feature (not a shift): it must stay, frozen.
-    expr = sympy_from_jax(lambda x, k: x[k] * jax.lax.stop_gradient(jnp.max(x)), Z,
-                          sampled=0)
+    expr = sympy_from_jax(
+        lambda x, k: x[k] * jax.lax.stop_gradient(jnp.max(x)), Z, sampled=0
+    )
     assert expr.has(Frozen) and expr.has(sp.Max)
 
 
@@ -109,9 +119,12 @@ def test_sympy_from_jax_reads_constants_exactly():
 
 
 def test_sympy_from_jax_binds_inputs_exactly():
-    f = lambda x, k, behavior_logp: -jnp.exp(jax.nn.log_softmax(x)[k] - behavior_logp[k])  # noqa: E731
-    blp = np.asarray([sp.log(sp.Rational(1, 4))] * 2 + [sp.log(sp.Rational(1, 2))],
-                     dtype=object)
+    f = lambda x, k, behavior_logp: (
+        -jnp.exp(jax.nn.log_softmax(x)[k] - behavior_logp[k])
+    )  # noqa: E731
+    blp = np.asarray(
+        [sp.log(sp.Rational(1, 4))] * 2 + [sp.log(sp.Rational(1, 2))], dtype=object
+    )
     expr = sympy_from_jax(f, Z, sampled=0, inputs={"behavior_logp": blp})
     assert sp.simplify(expr + 4 * sp.exp(Z[0]) / sum(sp.exp(z) for z in Z)) == 0
 

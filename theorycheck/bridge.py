@@ -4,19 +4,23 @@ A user writes a loss once, as a JAX function of the logits. For a fixed small vo
 ``V`` this module traces it (``jax.make_jaxpr``) and re-evaluates every primitive of the
 jaxpr on SymPy values, so that the symbolic and formal engines see *the same function*:
 
-* ``stop_gradient(x)`` becomes :class:`~theorycheck.symbolic.Frozen` ``(x)`` (value kept,
+* ``stop_gradient(x)`` becomes :class:`~theorycheck.symbolic.Frozen` ``(x)`` (value
+kept,
   derivative zero), exactly as JAX differentiates it;
 * ``max``/``min``/``abs``/``select_n``/``clamp`` (``jnp.clip``, ``jnp.where``,
   ``jnp.minimum``) become ``Piecewise``;
 * the max-shift of ``log_softmax``/``softmax``/``logsumexp``,
-  :math:`z - \operatorname{sg}(\max z)`, is removed exactly: the frozen maximum is replaced
+  :math:`z - \operatorname{sg}(\max z)`, is removed exactly: the frozen maximum is
+  replaced
   by a symbol ``m``, :math:`e^{z_i - m} = e^{z_i} e^{-m}` and
   :math:`\log(e^{-m} X) = -m + \log X` are applied, and the shift is dropped only when
   ``m`` then cancels (otherwise ``Frozen(Max(...))`` is kept, which is still exact);
-* ``custom_jvp`` functions with a known closed form (``logaddexp``, ``relu``) are replaced
+* ``custom_jvp`` functions with a known closed form (``logaddexp``, ``relu``) are
+replaced
   by it; other ones are interpreted through their primal jaxpr.
 
-An operation outside the table raises :class:`UnsupportedOperation` naming the primitive.
+An operation outside the table raises :class:`UnsupportedOperation` naming the
+primitive.
 
 Examples:
     >>> import jax, jax.numpy as jnp, sympy as sp
@@ -99,8 +103,14 @@ def _max(a, b):
     a, b = sp.piecewise_fold(a), sp.piecewise_fold(b)
     for x, other, swap in ((a, b, False), (b, a, True)):
         if isinstance(x, sp.Piecewise):
-            return sp.piecewise_fold(sp.Piecewise(*[
-                (_max(other, e) if swap else _max(e, other), c) for e, c in x.args]))
+            return sp.piecewise_fold(
+                sp.Piecewise(
+                    *[
+                        (_max(other, e) if swap else _max(e, other), c)
+                        for e, c in x.args
+                    ]
+                )
+            )
     if a == -sp.oo or b == sp.oo:
         return b
     if b == -sp.oo or a == sp.oo:
@@ -131,7 +141,9 @@ def _frozen(x):
 
 def _is_finite(x):
     if x.has(sp.oo, -sp.oo, sp.zoo, sp.nan):
-        return sp.false if _is_num(x) else _unsupported("is_finite of a non-finite value")
+        return (
+            sp.false if _is_num(x) else _unsupported("is_finite of a non-finite value")
+        )
     return sp.true
 
 
@@ -211,7 +223,9 @@ def _ew(fn, *xs):
 
 def _reduce(fn, x, axes):
     x = np.asarray(x, dtype=object)
-    out = np.empty(tuple(s for i, s in enumerate(x.shape) if i not in axes), dtype=object)
+    out = np.empty(
+        tuple(s for i, s in enumerate(x.shape) if i not in axes), dtype=object
+    )
     moved = np.moveaxis(x, list(axes), list(range(len(axes))))
     moved = moved.reshape((-1,) + out.shape)
     for idx in np.ndindex(out.shape):
@@ -256,7 +270,9 @@ def _scatter(name, operand, indices, updates, dn):
         elif name == "scatter-mul" or name == "scatter_mul":
             out[j] = out[j] * u
         else:
-            raise UnsupportedOperation(f"JAX primitive {name!r} has no symbolic translation")
+            raise UnsupportedOperation(
+                f"JAX primitive {name!r} has no symbolic translation"
+            )
     return out
 
 
@@ -286,7 +302,11 @@ def _sub_jaxpr(params, *names):
     for name in names:
         if name in params:
             j = params[name]
-            return (j.jaxpr, [_arr(c) for c in j.consts]) if hasattr(j, "consts") else (j, [])
+            return (
+                (j.jaxpr, [_arr(c) for c in j.consts])
+                if hasattr(j, "consts")
+                else (j, [])
+            )
     raise UnsupportedOperation(f"call without a jaxpr ({sorted(params)})")
 
 
@@ -326,8 +346,9 @@ def _apply(name, ins, params):  # noqa: C901 - one dispatch table
     x = ins[0] if ins else None
     if name == "broadcast_in_dim":
         shape, dims = params["shape"], params["broadcast_dimensions"]
-        expanded = x.reshape([x.shape[dims.index(i)] if i in dims else 1
-                              for i in range(len(shape))])
+        expanded = x.reshape(
+            [x.shape[dims.index(i)] if i in dims else 1 for i in range(len(shape))]
+        )
         return np.broadcast_to(expanded, shape).copy()
     if name == "reshape":
         return x.reshape(params["new_sizes"])
@@ -341,8 +362,14 @@ def _apply(name, ins, params):  # noqa: C901 - one dispatch table
         return np.flip(x, axis=tuple(params["dimensions"]))
     if name == "slice":
         strides = params["strides"] or (1,) * x.ndim
-        return x[tuple(slice(a, b, s) for a, b, s in zip(
-            params["start_indices"], params["limit_indices"], strides))]
+        return x[
+            tuple(
+                slice(a, b, s)
+                for a, b, s in zip(
+                    params["start_indices"], params["limit_indices"], strides
+                )
+            )
+        ]
     if name == "dynamic_slice":
         starts = [int(np.asarray(s).item()) for s in ins[1:]]
         return x[tuple(slice(s, s + n) for s, n in zip(starts, params["slice_sizes"]))]
@@ -353,9 +380,15 @@ def _apply(name, ins, params):  # noqa: C901 - one dispatch table
     if name == "concatenate":
         return np.concatenate(ins, axis=params["dimension"])
     if name == "iota":
-        return _arr(np.arange(params["shape"][params["dimension"]]).reshape(
-            [-1 if i == params["dimension"] else 1 for i in range(len(params["shape"]))]
-        ) * np.ones(params["shape"], dtype=int))
+        return _arr(
+            np.arange(params["shape"][params["dimension"]]).reshape(
+                [
+                    -1 if i == params["dimension"] else 1
+                    for i in range(len(params["shape"]))
+                ]
+            )
+            * np.ones(params["shape"], dtype=int)
+        )
     if name == "reduce_sum":
         return _reduce(lambda v: sp.Add(*v), x, params["axes"])
     if name == "reduce_prod":
@@ -385,7 +418,8 @@ def _drop_max_shifts(expr: sp.Expr) -> sp.Expr:
 
 
 def _piecewise_max(expr: sp.Expr) -> sp.Expr:
-    """Rewrites ``Max``/``Min`` that are differentiated (outside ``Frozen``) as Piecewise."""
+    """Rewrites ``Max``/``Min`` that are differentiated (outside ``Frozen``) as
+    Piecewise."""
     frozen = {a: sp.Dummy("f") for a in expr.atoms(Frozen)}
     body = expr.xreplace(frozen)
     if body.has(sp.Max, sp.Min):
@@ -400,7 +434,8 @@ def sympy_from_jax(
     sampled: int,
     inputs: Mapping[str, Any] | None = None,
 ) -> sp.Expr:
-    r"""Translates ``loss(logits, sampled, **inputs)`` into a SymPy expression in ``logits``.
+    r"""Translates ``loss(logits, sampled, **inputs)`` into a SymPy expression in
+    ``logits``.
 
     .. math::
         \texttt{loss}(z_0, \dots, z_{V-1}) \;\mapsto\; E(z_0, \dots, z_{V-1}) \in
@@ -448,8 +483,12 @@ def sympy_from_jax(
             f"the loss returns shape {closed.out_avals[0].shape}, not a scalar"
         )
     args = [np.asarray(list(logits), dtype=object)]
-    args += [_arr(traced[n]) if not isinstance(traced[n], np.ndarray)
-             or traced[n].dtype != object else traced[n] for n in names]
+    args += [
+        _arr(traced[n])
+        if not isinstance(traced[n], np.ndarray) or traced[n].dtype != object
+        else traced[n]
+        for n in names
+    ]
     (out,) = _eval_jaxpr(closed.jaxpr, [_arr(c) for c in closed.consts], args)
     expr = sp.sympify(out[()])
     return _piecewise_max(_drop_max_shifts(expr))

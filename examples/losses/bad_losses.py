@@ -1,4 +1,5 @@
-"""Deliberately broken loss functions (the checker must reject them with a clear error)."""
+"""Deliberately broken loss functions (the checker must reject them with a clear
+error)."""
 
 import jax
 import jax.numpy as jnp

@@ -1,6 +1,8 @@
-"""Cross-entropy minus a slightly-too-large probability bonus: nonconvex only near pi_k = 0.
+"""Cross-entropy minus a slightly-too-large probability bonus: nonconvex only near pi_k
+= 0.
 
-L = -log pi_k - a pi_k with a = 1 + 2e-6. In the sampled-token form f(u) = -u - a e^u the
+L = -log pi_k - a pi_k with a = 1 + 2e-6. In the sampled-token form f(u) = -u - a e^u
+the
 PSD margin is pi_k (1 - a + 2 a pi_k), negative only for pi_k < (a - 1) / (2a) ~ 1e-6.
 """
 

@@ -1,4 +1,5 @@
-"""One-vs-all logistic loss on logits, written once in JAX (convex; no structural family).
+"""One-vs-all logistic loss on logits, written once in JAX (convex; no structural
+family).
 
 L(z) = sum_j softplus(z_j - z_k): a sum of softplus of linear functions, hence convex,
 but neither a function of pi_k alone, nor a soft-target cross-entropy, nor separable.

@@ -1,4 +1,5 @@
-"""``theorycheck convexity``: the JSON contract, --at local checks, bad input (exit 2)."""
+"""``theorycheck convexity``: the JSON contract, --at local checks, bad input (exit
+2)."""
 
 from __future__ import annotations
 
@@ -47,8 +48,16 @@ def test_convexity_at_reads_npy(capsys, tmp_path):
     z = np.zeros(600)
     z[7] = -3.0
     np.save(path, z)
-    out = _json(capsys, EX + "is_surrogate.py:loss", "--set", "adv=1", "--at", str(path),
-                "--sampled", "7")
+    out = _json(
+        capsys,
+        EX + "is_surrogate.py:loss",
+        "--set",
+        "adv=1",
+        "--at",
+        str(path),
+        "--sampled",
+        "7",
+    )
     assert out["psd"] is False and out["min_eigenvalue"] < 0
 
 
@@ -60,24 +69,38 @@ def test_convexity_human_output(capsys):
 
 
 def test_convexity_report_writes_markdown_and_plot(capsys, tmp_path):
-    assert main(["convexity", EX + "is_surrogate.py:loss", "--set", "adv=1",
-                 "--report", str(tmp_path)]) == 0
+    assert (
+        main(
+            [
+                "convexity",
+                EX + "is_surrogate.py:loss",
+                "--set",
+                "adv=1",
+                "--report",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     md = (tmp_path / "convexity_is_surrogate_py_loss.md").read_text()
     assert "not_convex" in md and "![minimum eigenvalue]" in md
     assert (tmp_path / "convexity_is_surrogate_py_loss.png").stat().st_size > 1000
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["nope"], "unknown loss 'nope'"),
-    (["sft", "--set", "adv"], "expected KEY=VALUE"),
-    (["sft", "--set", "adv=abc"], "'abc' is not a number"),
-    (["sft", "--at", "0,1"], "--at needs --sampled"),
-    (["sft", "--at", "0,x", "--sampled", "0"], "not a comma-separated list"),
-    (["sft", "--at", "0,1", "--sampled", "5"], "--sampled 5 is out of range"),
-    (["sft", "--vocab", "1"], "every V must be >= 2"),
-    (["sft", "--timeout", "0"], "--timeout 0.0"),
-    ([EX + "bad_losses.py:vector"], "not a scalar"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["nope"], "unknown loss 'nope'"),
+        (["sft", "--set", "adv"], "expected KEY=VALUE"),
+        (["sft", "--set", "adv=abc"], "'abc' is not a number"),
+        (["sft", "--at", "0,1"], "--at needs --sampled"),
+        (["sft", "--at", "0,x", "--sampled", "0"], "not a comma-separated list"),
+        (["sft", "--at", "0,1", "--sampled", "5"], "--sampled 5 is out of range"),
+        (["sft", "--vocab", "1"], "every V must be >= 2"),
+        (["sft", "--timeout", "0"], "--timeout 0.0"),
+        ([EX + "bad_losses.py:vector"], "not a scalar"),
+    ],
+)
 def test_convexity_bad_input_exits_2_with_one_line(capsys, argv, needle):
     assert main(["convexity", *argv]) == 2
     err = capsys.readouterr().err.strip()

@@ -10,7 +10,9 @@ X, Y = sp.symbols("x y", real=True)
 VARS = {X: z3.Real("x"), Y: z3.Real("y")}
 
 
-@pytest.mark.parametrize("bad", [sp.exp(X), sp.log(X + 2), sp.sqrt(X**2 + 1), sp.cosh(X)])
+@pytest.mark.parametrize(
+    "bad", [sp.exp(X), sp.log(X + 2), sp.sqrt(X**2 + 1), sp.cosh(X)]
+)
 def test_encode_refuses_transcendental(bad):
     with pytest.raises(NotImplementedError):
         encode(bad + Y >= 0, VARS)

@@ -16,10 +16,14 @@ def test_prove_refutes_with_exact_counterexample():
     claim = X * Y <= 1
     res = prove(claim, [X, Y], assumptions=[X > 0, Y > 0])
     assert res.status == "refuted"
-    point = {X: sp.Rational(res.counterexample["x"].numerator,
-                            res.counterexample["x"].denominator),
-             Y: sp.Rational(res.counterexample["y"].numerator,
-                            res.counterexample["y"].denominator)}
+    point = {
+        X: sp.Rational(
+            res.counterexample["x"].numerator, res.counterexample["x"].denominator
+        ),
+        Y: sp.Rational(
+            res.counterexample["y"].numerator, res.counterexample["y"].denominator
+        ),
+    }
     assert claim.xreplace(point) == sp.false
     assert point[X] > 0 and point[Y] > 0
 

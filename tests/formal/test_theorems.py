@@ -1,4 +1,5 @@
-"""The sampled-token structure theorem: every claim proved, and a wrong variant refuted."""
+"""The sampled-token structure theorem: every claim proved, and a wrong variant
+refuted."""
 
 import dataclasses
 
@@ -19,7 +20,9 @@ def test_sampled_token_claims_fail_without_a_condition(drop):
     # claim makes it false, so the proof above does depend on both.
     claim = sampled_token_claims()[0]
     weaker = dataclasses.replace(
-        claim, assumptions=tuple(a for i, a in enumerate(claim.assumptions) if i != drop))
+        claim,
+        assumptions=tuple(a for i, a in enumerate(claim.assumptions) if i != drop),
+    )
     res = prove(weaker.claim, weaker.variables, assumptions=weaker.assumptions)
     assert res.status == "refuted"
 

@@ -59,8 +59,9 @@ def test_ddot_tv_matches_finite_difference(z, v):
     pi = np.exp(z - z.max()) / np.exp(z - z.max()).sum()
     if np.min(np.abs(pi - mu)) < 1e-4:  # TV has a kink at pi_i = mu_i
         return
-    rate = ddot_tv([sp.Float(m) for m in mu], [sp.Float(p) for p in pi],
-                   [sp.Float(x) for x in v])
+    rate = ddot_tv(
+        [sp.Float(m) for m in mu], [sp.Float(p) for p in pi], [sp.Float(x) for x in v]
+    )
 
     def tv(t):
         y = z + t * v

@@ -113,7 +113,9 @@ def test_fit_sampled_token_rejects_other_losses():
 
 def test_fit_cross_entropy_soft_target_scale():
     weights = [sp.Rational(1, 2), sp.Rational(1, 3), sp.Rational(1, 6), 0]
-    _, _, h = _forms(lambda z: -sum(w * lp for w, lp in zip(weights, sym_log_softmax(z))))
+    _, _, h = _forms(
+        lambda z: -sum(w * lp for w, lp in zip(weights, sym_log_softmax(z)))
+    )
     assert fit_cross_entropy(h.expr, h.variables).scale == 1
 
 

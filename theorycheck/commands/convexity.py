@@ -14,17 +14,35 @@ HELP = "is a loss convex in the logits (proof, counterexample or unknown)?"
 
 def add_arguments(parser) -> None:
     parser.add_argument("spec", help="registry name or path/to/file.py:function")
-    parser.add_argument("--vocab", type=int, action="append", default=None,
-                        help="vocabulary size for the formal/numeric stages (repeatable)")
-    parser.add_argument("--set", dest="params", action="append", default=[],
-                        metavar="KEY=VALUE",
-                        help="input or hyperparameter, e.g. adv=-1, q=0.3, eps_high=0.28")
-    parser.add_argument("--at", metavar="LOGITS",
-                        help="local check at these logits: comma-separated, or a .npy/.txt file")
-    parser.add_argument("--sampled", type=int, default=None, help="sampled token for --at")
-    parser.add_argument("--timeout", type=float, default=20.0,
-                        help="z3 seconds per claim (default 20)")
-    parser.add_argument("--report", metavar="DIR", help="write a markdown report + plot")
+    parser.add_argument(
+        "--vocab",
+        type=int,
+        action="append",
+        default=None,
+        help="vocabulary size for the formal/numeric stages (repeatable)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="params",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="input or hyperparameter, e.g. adv=-1, q=0.3, eps_high=0.28",
+    )
+    parser.add_argument(
+        "--at",
+        metavar="LOGITS",
+        help="local check at these logits: comma-separated, or a .npy/.txt file",
+    )
+    parser.add_argument(
+        "--sampled", type=int, default=None, help="sampled token for --at"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=20.0, help="z3 seconds per claim (default 20)"
+    )
+    parser.add_argument(
+        "--report", metavar="DIR", help="write a markdown report + plot"
+    )
 
 
 def _params(items) -> dict[str, float]:
@@ -53,7 +71,9 @@ def _logits(text: str) -> np.ndarray:
     try:
         return np.asarray([float(t) for t in text.split(",") if t.strip()], np.float64)
     except ValueError:
-        raise BadInput(f"--at {text[:40]!r}: not a comma-separated list of numbers") from None
+        raise BadInput(
+            f"--at {text[:40]!r}: not a comma-separated list of numbers"
+        ) from None
 
 
 def run(args) -> int:
@@ -67,19 +87,25 @@ def run(args) -> int:
         if args.sampled is None:
             raise BadInput("--at needs --sampled K")
         out = local_check(args.spec, _logits(args.at), args.sampled, params=params)
-        obj = {"loss": out["loss"], "min_eigenvalue": out["min_eigenvalue"],
-               "psd": out["psd"]}
+        obj = {
+            "loss": out["loss"],
+            "min_eigenvalue": out["min_eigenvalue"],
+            "psd": out["psd"],
+        }
         if args.json:
             emit_json(obj)
         else:
-            print(f"{out['loss']}: min eigenvalue {out['min_eigenvalue']:.6g} "
-                  f"({out['method']}, residual {out['residual']:.2g}); psd = {out['psd']}")
+            print(
+                f"{out['loss']}: min eigenvalue {out['min_eigenvalue']:.6g} "
+                f"({out['method']}, residual {out['residual']:.2g}); psd = {out['psd']}"
+            )
         return 0
     if args.sampled is not None:
         raise BadInput("--sampled is only used with --at")
     vocab = tuple(args.vocab or (3,))
-    result = check_convexity(args.spec, vocab=vocab, params=params,
-                             timeout_s=args.timeout)
+    result = check_convexity(
+        args.spec, vocab=vocab, params=params, timeout_s=args.timeout
+    )
     if args.report:
         from theorycheck.convexity._report import write_report
 
@@ -94,7 +120,9 @@ def run(args) -> int:
         print(f"  [{m['status']}] {m['method']}: {m['detail']}")
     if result.counterexample:
         ce = result.counterexample
-        print(f"  counterexample: logits {np.round(ce['logits'], 6).tolist()}, "
-              f"direction {np.round(ce['direction'], 6).tolist()}, "
-              f"curvature {ce['curvature']:.6g}")
+        print(
+            f"  counterexample: logits {np.round(ce['logits'], 6).tolist()}, "
+            f"direction {np.round(ce['direction'], 6).tolist()}, "
+            f"curvature {ce['curvature']:.6g}"
+        )
     return 0

@@ -1,9 +1,11 @@
 r"""``check_convexity``: structure → symbolic → formal → numeric search, one verdict.
 
 A loss is *logits-convex* when its logit Hessian (frozen quantities held constant, as
-``jax.hessian`` treats ``stop_gradient``) is positive semidefinite at every logit vector.
+``jax.hessian`` treats ``stop_gradient``) is positive semidefinite at every logit
+vector.
 Verdicts are sound: ``convex`` only with a proof (a structure theorem for every V, or z3
-at the listed V); ``not_convex`` only with a counterexample re-checked exactly (z3 model,
+at the listed V); ``not_convex`` only with a counterexample re-checked exactly (z3
+model,
 rational arithmetic) or by two float64 routes (autodiff Hessian and finite differences);
 otherwise ``unknown``. The LCO paper's logits-convexity definition (Hessian PSD) is from
 secondary sources (papers.md §2.1); its text is NOT FOUND.
@@ -42,9 +44,14 @@ class ConvexityResult:
     fit: Any = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"loss": self.loss, "verdict": self.verdict, "scope": self.scope,
-                "methods": self.methods, "counterexample": self.counterexample,
-                "condition": self.condition}
+        return {
+            "loss": self.loss,
+            "verdict": self.verdict,
+            "scope": self.scope,
+            "methods": self.methods,
+            "counterexample": self.counterexample,
+            "condition": self.condition,
+        }
 
 
 def sanity_check(loss, vocab: int, sampled: int, inputs) -> None:
@@ -56,7 +63,9 @@ def sanity_check(loss, vocab: int, sampled: int, inputs) -> None:
     z = np.linspace(-1.0, 1.0, vocab)
     try:
         with jax.enable_x64(True):
-            out = jax.jit(lambda x: loss(x, sampled, **inputs))(jnp.asarray(z, jnp.float64))
+            out = jax.jit(lambda x: loss(x, sampled, **inputs))(
+                jnp.asarray(z, jnp.float64)
+            )
     except BadInput:
         raise
     except Exception as err:  # the user's function: report whatever it raised
@@ -64,15 +73,19 @@ def sanity_check(loss, vocab: int, sampled: int, inputs) -> None:
     if out.shape != ():
         raise BadInput(f"the loss returns shape {tuple(out.shape)}, not a scalar")
     if not bool(jnp.isfinite(out)):
-        raise BadInput(f"the loss is not finite ({float(out)}) at logits {np.asarray(z)}")
+        raise BadInput(
+            f"the loss is not finite ({float(out)}) at logits {np.asarray(z)}"
+        )
 
 
 def _shape_check(loss, vocab: int, sampled: int, inputs) -> None:
     """Traces the loss once (no compilation): it must run and return a scalar."""
     try:
         with jax.enable_x64(True):
-            out = jax.eval_shape(lambda x: loss(x, sampled, **inputs),
-                                 jax.ShapeDtypeStruct((vocab,), jnp.float64))
+            out = jax.eval_shape(
+                lambda x: loss(x, sampled, **inputs),
+                jax.ShapeDtypeStruct((vocab,), jnp.float64),
+            )
     except Exception as err:  # the user's function: report whatever it raised
         raise BadInput(f"the loss raised {type(err).__name__}: {err}") from err
     if out.shape != ():
@@ -98,7 +111,9 @@ def _witness_logits(pk: Fraction, vocab: int, sampled: int, kind: str):
 
 def _dense_curvature(loss, logits, sampled, inputs, u) -> float:
     with jax.enable_x64(True):
-        h = jax.jit(jax.hessian(lambda z: loss(z, sampled, **inputs)))(jnp.asarray(logits))
+        h = jax.jit(jax.hessian(lambda z: loss(z, sampled, **inputs)))(
+            jnp.asarray(logits)
+        )
         return float(jnp.asarray(u) @ h @ jnp.asarray(u))
 
 
@@ -112,9 +127,12 @@ def _recheck(loss, logits, u, inputs, where: str) -> dict[str, str]:
         status = "autodiff only (finite differences cannot resolve it)"
     else:
         status = "below float64 resolution (the exact check stands)"
-    return {"method": "float64 re-check", "status": status,
-            "detail": f"u^T H u = {curv:.6g} (autodiff), {fd:.6g} (finite differences) "
-                      f"at {where}"}
+    return {
+        "method": "float64 re-check",
+        "status": status,
+        "detail": f"u^T H u = {curv:.6g} (autodiff), {fd:.6g} (finite differences) "
+        f"at {where}",
+    }
 
 
 def check_convexity(
@@ -143,7 +161,8 @@ def check_convexity(
         A :class:`ConvexityResult`.
 
     Raises:
-        BadInput: unknown spec, bad parameter, loss that raises / is not a finite scalar.
+        BadInput: unknown spec, bad parameter, loss that raises / is not a finite
+        scalar.
     """
     # SymPy and z3 are imported here only: the local check (--at) does not need them.
     from theorycheck.bridge import UnsupportedOperation
@@ -155,7 +174,9 @@ def check_convexity(
         raise BadInput(f"--vocab {list(vocab)}: every V must be >= 2")
     resolved = resolve(spec)
     sampled = 0
-    numeric_in = {v: build_inputs(resolved, params, v, sampled) for v in set(vocab) | {3, 4}}
+    numeric_in = {
+        v: build_inputs(resolved, params, v, sampled) for v in set(vocab) | {3, 4}
+    }
     record = numeric_in[min(vocab)][2]
     for v in sorted(set(vocab) | {3}):
         sanity_check(resolved.loss, v, sampled, numeric_in[v][0])
@@ -164,18 +185,24 @@ def check_convexity(
     timeout_ms = int(timeout_s * 1000)
 
     def counterexample(logits, u, curvature, vocab_size):
-        return {"logits": [float(x) for x in logits], "sampled": sampled,
-                "params": record, "direction": [float(x) for x in u],
-                "curvature": float(curvature), "vocab": vocab_size}
+        return {
+            "logits": [float(x) for x in logits],
+            "sampled": sampled,
+            "params": record,
+            "direction": [float(x) for x in u],
+            "curvature": float(curvature),
+            "vocab": vocab_size,
+        }
 
     # 1. Structure (every V), from the symbolic form derived from the JAX function.
     derived = {}
     try:
-        struct, derived = analyse_structure(resolved.loss, sampled,
-                                            lambda v: numeric_in[v][1],
-                                            timeout_ms=timeout_ms)
-        methods.append({"method": "structure", "status": struct.status,
-                        "detail": struct.detail})
+        struct, derived = analyse_structure(
+            resolved.loss, sampled, lambda v: numeric_in[v][1], timeout_ms=timeout_ms
+        )
+        methods.append(
+            {"method": "structure", "status": struct.status, "detail": struct.detail}
+        )
         result.family, result.fit = struct.family, struct.fit
         result.condition = struct.condition
         if struct.status == "proved":
@@ -186,29 +213,50 @@ def check_convexity(
             logits, u = _witness_logits(pk, v, sampled, kind)
             inputs_v = numeric_in.get(v, numeric_in[3])[0]
             curv = _dense_curvature(resolved.loss, logits, sampled, inputs_v, u)
-            methods.append(_recheck(resolved.loss, logits, u, inputs_v,
-                                    f"pi_k = {float(pk):.6g}, V = {v}"))
+            methods.append(
+                _recheck(
+                    resolved.loss,
+                    logits,
+                    u,
+                    inputs_v,
+                    f"pi_k = {float(pk):.6g}, V = {v}",
+                )
+            )
             result.verdict, result.scope = "not_convex", "all V >= 3"
             result.counterexample = counterexample(logits, u, curv, v)
     except UnsupportedOperation as err:
-        methods.append({"method": "symbolic", "status": "skipped",
-                        "detail": f"unsupported operation: {err}; numeric only"})
+        methods.append(
+            {
+                "method": "symbolic",
+                "status": "skipped",
+                "detail": f"unsupported operation: {err}; numeric only",
+            }
+        )
     # 2. Formal, at each requested V (a second route, or the only proof).
     if derived or result.verdict == "unknown":
         for v in sorted(vocab):
             if v > 5:
-                methods.append({"method": f"z3 V={v}", "status": "skipped",
-                                "detail": "formal stage runs for V <= 5"})
+                methods.append(
+                    {
+                        "method": f"z3 V={v}",
+                        "status": "skipped",
+                        "detail": "formal stage runs for V <= 5",
+                    }
+                )
                 continue
             try:
-                d = derived.get(v) or derive(resolved.loss, v, sampled, numeric_in[v][1])
+                d = derived.get(v) or derive(
+                    resolved.loss, v, sampled, numeric_in[v][1]
+                )
             except UnsupportedOperation as err:
-                methods.append({"method": f"z3 V={v}", "status": "skipped",
-                                "detail": str(err)})
+                methods.append(
+                    {"method": f"z3 V={v}", "status": "skipped", "detail": str(err)}
+                )
                 continue
             out = formal_psd(d, timeout_ms=timeout_ms)
-            methods.append({"method": f"z3 V={v}", "status": out.status,
-                            "detail": out.detail})
+            methods.append(
+                {"method": f"z3 V={v}", "status": out.status, "detail": out.detail}
+            )
             if out.status == "refuted" and result.counterexample is None:
                 probs = [float(x) for x in out.probabilities]
                 logits = [math.log(x) for x in probs]
@@ -218,42 +266,73 @@ def check_convexity(
                 ce["probabilities_exact"] = [str(x) for x in out.probabilities]
                 ce["curvature_exact"] = str(out.curvature)
                 result.counterexample = ce
-                methods.append(_recheck(resolved.loss, logits, u, numeric_in[v][0],
-                                        f"z3 counterexample, V = {v}"))
+                methods.append(
+                    _recheck(
+                        resolved.loss,
+                        logits,
+                        u,
+                        numeric_in[v][0],
+                        f"z3 counterexample, V = {v}",
+                    )
+                )
                 result.verdict, result.scope = "not_convex", f"V = {v}"
             elif out.status == "proved" and result.verdict == "unknown":
                 result.verdict = "convex"
-                result.scope = f"V = {v}" if not result.scope else \
-                    result.scope.replace("V = ", "V in {") + f", {v}}}"
+                result.scope = (
+                    f"V = {v}"
+                    if not result.scope
+                    else result.scope.replace("V = ", "V in {") + f", {v}}}"
+                )
     # 3. Numeric search (second route for a proof; the only route when symbolic fails).
     total = 0
     found = None
     for v in sorted(vocab):
         if v > 64:
             continue
-        out = _search.search(resolved.loss, v, sampled, numeric_in[v][0],
-                             seed=seed + v,
-                             num_starts=num_starts)
+        out = _search.search(
+            resolved.loss,
+            v,
+            sampled,
+            numeric_in[v][0],
+            seed=seed + v,
+            num_starts=num_starts,
+        )
         total += out.num_samples
         if out.found and found is None:
             found = (v, out)
     if found is not None:
         v, out = found
-        methods.append({"method": "numeric search", "status": "refuted",
-                        "detail": f"lambda_min = {out.curvature:.6g} (autodiff), "
-                                  f"u^T H u = {out.curvature_fd:.6g} (finite differences)"
-                                  f" at V = {v}"})
+        methods.append(
+            {
+                "method": "numeric search",
+                "status": "refuted",
+                "detail": f"lambda_min = {out.curvature:.6g} (autodiff), "
+                f"u^T H u = {out.curvature_fd:.6g} (finite differences)"
+                f" at V = {v}",
+            }
+        )
         if result.verdict == "convex":
             result.verdict = "unknown"
-            methods.append({"method": "consistency", "status": "conflict",
-                            "detail": "a proof and a numeric counterexample disagree"})
+            methods.append(
+                {
+                    "method": "consistency",
+                    "status": "conflict",
+                    "detail": "a proof and a numeric counterexample disagree",
+                }
+            )
         elif result.counterexample is None:
             result.verdict, result.scope = "not_convex", f"V = {v}"
-            result.counterexample = counterexample(out.logits, out.direction,
-                                                   out.curvature, v)
+            result.counterexample = counterexample(
+                out.logits, out.direction, out.curvature, v
+            )
     else:
-        methods.append({"method": "numeric search", "status": "unknown",
-                        "detail": f"no counterexample found ({total} samples)"})
+        methods.append(
+            {
+                "method": "numeric search",
+                "status": "unknown",
+                "detail": f"no counterexample found ({total} samples)",
+            }
+        )
     if result.verdict == "unknown" and not result.scope:
         result.scope = "V in {" + ", ".join(map(str, sorted(vocab))) + "}"
     return result
@@ -279,14 +358,24 @@ def local_check(spec: str, logits, sampled: int, *, params=None) -> dict[str, An
         raise BadInput(f"--at: need >= 2 finite logits, got {z.size} values")
     if not 0 <= sampled < z.size:
         raise BadInput(f"--sampled {sampled} is out of range for V = {z.size}")
-    numeric, _, record = build_inputs(resolved, dict(params or {}), z.size, sampled,
-                                      exact=False)
+    numeric, _, record = build_inputs(
+        resolved, dict(params or {}), z.size, sampled, exact=False
+    )
     _shape_check(resolved.loss, z.size, sampled, numeric)
     res = min_eigenvalue(resolved.loss, z, sampled, inputs=numeric)
     # A Lanczos value is an upper bound on lambda_min: "psd" only if it is >= -residual
     # and the method is exact (dense); a negative value is a certificate either way.
     tol = 1e-12 + 2 * res.residual
-    psd = bool(res.value >= -tol) if res.method == "dense" else (
-        False if res.value < -tol else None)
-    return {"loss": resolved.name, "min_eigenvalue": res.value, "psd": psd,
-            "method": res.method, "residual": res.residual, "params": record}
+    psd = (
+        bool(res.value >= -tol)
+        if res.method == "dense"
+        else (False if res.value < -tol else None)
+    )
+    return {
+        "loss": resolved.name,
+        "min_eigenvalue": res.value,
+        "psd": psd,
+        "method": res.method,
+        "residual": res.residual,
+        "params": record,
+    }

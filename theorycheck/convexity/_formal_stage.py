@@ -71,22 +71,28 @@ def formal_psd(derived: Derived, *, timeout_ms: int) -> FormalOutcome:
         free = x[:-1] + w[:-1]
     else:
         free = x + w
-    quad = sp.expand((sp.Matrix([w]) * h * sp.Matrix(w))[0, 0]) if not h.has(
-        sp.Piecewise) else (sp.Matrix([w]) * h * sp.Matrix(w))[0, 0]
+    quad = (
+        sp.expand((sp.Matrix([w]) * h * sp.Matrix(w))[0, 0])
+        if not h.has(sp.Piecewise)
+        else (sp.Matrix([w]) * h * sp.Matrix(w))[0, 0]
+    )
     res = formal.prove(quad >= 0, free, assumptions=assumptions, timeout_ms=timeout_ms)
     if res.status != "refuted":
         return FormalOutcome(res.status, res.detail)
     ce = res.counterexample
     point = {s: sp.Rational(ce[s.name].numerator, ce[s.name].denominator) for s in free}
     probs = [point[xi] for xi in x[:-1]] + (
-        [last.xreplace(point)] if form.shift_invariant else [point[x[-1]]])
-    direction = [point.get(wi, sp.Integer(0)) if isinstance(wi, sp.Symbol) else wi
-                 for wi in w]
+        [last.xreplace(point)] if form.shift_invariant else [point[x[-1]]]
+    )
+    direction = [
+        point.get(wi, sp.Integer(0)) if isinstance(wi, sp.Symbol) else wi for wi in w
+    ]
     curvature = sp.sympify(quad.xreplace(point))
     if not (isinstance(curvature, sp.Rational) and curvature < 0):
         return FormalOutcome("unknown", "counterexample failed the exact re-check")
     return FormalOutcome(
-        "refuted", res.detail,
+        "refuted",
+        res.detail,
         [Fraction(int(t.p), int(t.q)) for t in map(sp.Rational, probs)],
         [Fraction(int(t.p), int(t.q)) for t in map(sp.Rational, direction)],
         Fraction(int(sp.Rational(curvature).p), int(sp.Rational(curvature).q)),

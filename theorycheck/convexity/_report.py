@@ -1,6 +1,8 @@
-r"""Markdown report with a plot of the smallest logit-Hessian eigenvalue across :math:`\pi_k`.
+r"""Markdown report with a plot of the smallest logit-Hessian eigenvalue across
+:math:`\pi_k`.
 
-The curve is :math:`\lambda_{\min}(\nabla_z^2 L)` at logits with :math:`\pi_k = x` and the
+The curve is :math:`\lambda_{\min}(\nabla_z^2 L)` at logits with :math:`\pi_k = x` and
+the
 other tokens uniform (V = 3), computed in float64 by autodiff; where the loss is in the
 sampled-token family the structural margin :math:`-f' + f''(1-\pi_k)/\pi_k` (whose sign
 decides PSD for V ≥ 3) is drawn beside it. When a behavior probability ``q`` is set, the
@@ -62,8 +64,12 @@ def write_report(result: ConvexityResult, spec: str, out_dir: str) -> pathlib.Pa
     if fit is not None:
         p = fit.policy_k
         margin = sp.lambdify(p, -fit.fprime + fit.fsecond * (1 - p) / p, "numpy")
-        ax.plot(x, np.broadcast_to(margin(x), x.shape), "--",
-                label=r"margin $-f' + f''(1-\pi_k)/\pi_k$")
+        ax.plot(
+            x,
+            np.broadcast_to(margin(x), x.shape),
+            "--",
+            label=r"margin $-f' + f''(1-\pi_k)/\pi_k$",
+        )
     ax.axhline(0.0, color="black", linewidth=0.8)
     ax.set_xlabel(r"$\pi_k$ (other tokens uniform)")
     ax.set_ylabel("curvature")
@@ -77,22 +83,36 @@ def write_report(result: ConvexityResult, spec: str, out_dir: str) -> pathlib.Pa
     fig.savefig(out / f"{stem}.png", dpi=120)
     plt.close(fig)
     lines = [
-        f"# Logits convexity: `{result.loss}`", "",
+        f"# Logits convexity: `{result.loss}`",
+        "",
         f"- verdict: **{result.verdict}** ({result.scope})",
         f"- condition: {result.condition or 'n/a'}",
-        f"- parameters: {result.params}", "",
-        "| method | status | detail |", "|---|---|---|",
+        f"- parameters: {result.params}",
+        "",
+        "| method | status | detail |",
+        "|---|---|---|",
     ]
-    lines += [f"| {m['method']} | {m['status']} | {m['detail']} |" for m in result.methods]
+    lines += [
+        f"| {m['method']} | {m['status']} | {m['detail']} |" for m in result.methods
+    ]
     if result.counterexample:
         ce = result.counterexample
-        lines += ["", "Counterexample (re-checked):", "",
-                  f"- logits: {ce['logits']}", f"- direction: {ce['direction']}",
-                  f"- curvature uᵀHu: {ce['curvature']}"]
+        lines += [
+            "",
+            "Counterexample (re-checked):",
+            "",
+            f"- logits: {ce['logits']}",
+            f"- direction: {ce['direction']}",
+            f"- curvature uᵀHu: {ce['curvature']}",
+        ]
     neg = x[lam < -1e-12]
-    lines += ["", f"![minimum eigenvalue]({stem}.png)", "",
-              f"On the plotted slice λ_min < 0 for {neg.size} of {x.size} grid points"
-              + (f" (π_k from {neg.min():.3f} to {neg.max():.3f})." if neg.size else ".")]
+    lines += [
+        "",
+        f"![minimum eigenvalue]({stem}.png)",
+        "",
+        f"On the plotted slice λ_min < 0 for {neg.size} of {x.size} grid points"
+        + (f" (π_k from {neg.min():.3f} to {neg.max():.3f})." if neg.size else "."),
+    ]
     path = out / f"{stem}.md"
     path.write_text("\n".join(lines) + "\n")
     return path

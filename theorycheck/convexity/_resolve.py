@@ -3,7 +3,8 @@
 A loss is ``loss(logits, sampled, **inputs)``. Inputs it needs and the user did not set
 get documented defaults: ``adv = 1``, behavior probability of the sampled token
 ``q = 1/2`` (turned into ``behavior_logp`` = log of ``[q at k, (1-q)/(V-1) elsewhere]``
-when the loss reads ``behavior_logp``), ``old_logits = 0``. Values set with ``--set`` are
+when the loss reads ``behavior_logp``), ``old_logits = 0``. Values set with ``--set``
+are
 read exactly (``0.2`` -> ``1/5``) for the symbolic engines.
 """
 
@@ -71,8 +72,10 @@ def resolve(spec: str) -> ResolvedLoss:
         from theorycheck.losses import LOSSES
 
         if spec not in LOSSES:
-            raise BadInput(f"unknown loss {spec!r}; known: {', '.join(sorted(LOSSES))} "
-                           "or path/to/file.py:function")
+            raise BadInput(
+                f"unknown loss {spec!r}; known: {', '.join(sorted(LOSSES))} "
+                "or path/to/file.py:function"
+            )
         entry = LOSSES[spec]
         accepts, required, _ = _signature(entry.loss)
         return ResolvedLoss(spec, entry.loss, accepts, required, True, entry.symbolic)
@@ -80,12 +83,16 @@ def resolve(spec: str) -> ResolvedLoss:
     path = pathlib.Path(path_text)
     if not path.is_file():
         raise BadInput(f"loss file {path_text!r} does not exist")
-    module_spec = importlib.util.spec_from_file_location(f"_user_loss_{path.stem}", path)
+    module_spec = importlib.util.spec_from_file_location(
+        f"_user_loss_{path.stem}", path
+    )
     module = importlib.util.module_from_spec(module_spec)
     try:
         module_spec.loader.exec_module(module)
     except Exception as err:  # the user's file: report whatever it raised
-        raise BadInput(f"loading {path_text!r} raised {type(err).__name__}: {err}") from err
+        raise BadInput(
+            f"loading {path_text!r} raised {type(err).__name__}: {err}"
+        ) from err
     fn = getattr(module, func or "loss", None)
     if not callable(fn):
         raise BadInput(f"{path_text!r} has no function {func or 'loss'!r}")
@@ -100,8 +107,12 @@ def _exact(value: float):
 
 
 def build_inputs(
-    resolved: ResolvedLoss, params: Mapping[str, float], vocab: int, sampled: int,
-    *, exact: bool = True,
+    resolved: ResolvedLoss,
+    params: Mapping[str, float],
+    vocab: int,
+    sampled: int,
+    *,
+    exact: bool = True,
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, float]]:
     """Numeric inputs, exact SymPy inputs, and the parameter record for one ``V``.
 
@@ -144,7 +155,8 @@ def build_inputs(
                 rest = sp.log((1 - qx) / (vocab - 1))
                 exact_in[name] = np.asarray(
                     [sp.log(qx) if i == sampled else rest for i in range(vocab)],
-                    dtype=object)
+                    dtype=object,
+                )
         elif name == "old_logits":
             numeric[name] = np.zeros(vocab)
             if exact:
@@ -155,5 +167,7 @@ def build_inputs(
             if exact:
                 exact_in[name] = _exact(record[name])
         else:
-            raise BadInput(f"the loss needs input {name!r}; pass it with --set {name}=...")
+            raise BadInput(
+                f"the loss needs input {name!r}; pass it with --set {name}=..."
+            )
     return numeric, exact_in, record

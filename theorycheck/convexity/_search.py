@@ -2,7 +2,8 @@ r"""Numeric stage (JAX, float64): adversarial search for negative logit curvatur
 
 Pluggable: :func:`search` is the default step. It samples logits in several regimes
 (moderate, peaked, and near the simplex boundary where some probabilities are 1e-6 and
-logits reach ±30), computes :math:`\lambda_{\min}` of the logit Hessian (dense and vmapped
+logits reach ±30), computes :math:`\lambda_{\min}` of the logit Hessian (dense and
+vmapped
 for small V), then descends the Rayleigh quotient :math:`u^\top H(z) u` over the logits
 from the most negative starts. A hit is re-checked by a second route: the curvature
 :math:`u^\top H u` from central finite differences of the autodiff gradient.
@@ -43,7 +44,8 @@ def _bind(loss, sampled, inputs):
 
 
 def curvature_fd(loss, logits, sampled, inputs, direction, step=1e-4) -> float:
-    """``uᵀ H u`` by central differences of the autodiff gradient along ``u`` (float64)."""
+    """``uᵀ H u`` by central differences of the autodiff gradient along ``u``
+    (float64)."""
     with jax.enable_x64(True):
         f = _bind(loss, sampled, inputs)
         z = jnp.asarray(logits, jnp.float64)
@@ -65,8 +67,17 @@ def _starts(seed, vocab, sampled, num):
     return np.concatenate([moderate, peaked, boundary, sweep])
 
 
-def search(loss, vocab: int, sampled: int, inputs, *, seed: int = 0, num_starts: int = 512,
-           refine_steps: int = 40, tol: float = 1e-9) -> SearchOutcome:
+def search(
+    loss,
+    vocab: int,
+    sampled: int,
+    inputs,
+    *,
+    seed: int = 0,
+    num_starts: int = 512,
+    refine_steps: int = 40,
+    tol: float = 1e-9,
+) -> SearchOutcome:
     """Searches logits at ``V = vocab`` for a direction of negative curvature.
 
     Args:
@@ -104,8 +115,13 @@ def search(loss, vocab: int, sampled: int, inputs, *, seed: int = 0, num_starts:
             w, s = jnp.linalg.eigh(jax.hessian(f)(z))
             ok = jnp.isfinite(w[0]) & (w[0] < best_val)
             u = jnp.where(jnp.all(jnp.isfinite(s[:, 0])), s[:, 0], u)
-            return (z, u, jnp.where(ok, w[0], best_val), jnp.where(ok, z, best_z),
-                    jnp.where(ok, s[:, 0], best_u)), None
+            return (
+                z,
+                u,
+                jnp.where(ok, w[0], best_val),
+                jnp.where(ok, z, best_z),
+                jnp.where(ok, s[:, 0], best_u),
+            ), None
 
         @jax.jit
         @jax.vmap
@@ -113,8 +129,9 @@ def search(loss, vocab: int, sampled: int, inputs, *, seed: int = 0, num_starts:
             out, _ = jax.lax.scan(step, (z, u, val, z, u), None, length=refine_steps)
             return out[2], out[3], out[4]
 
-        vals_r, zs_r, us_r = (np.asarray(t) for t in refine(
-            zs[order], vecs[order, :, 0], lam[order]))
+        vals_r, zs_r, us_r = (
+            np.asarray(t) for t in refine(zs[order], vecs[order, :, 0], lam[order])
+        )
         i = int(np.argmin(vals_r))
         h_best = np.asarray(hess(zs_r[None, i]))[0]
         scale = np.max(np.abs(np.linalg.eigvalsh(h_best)))

@@ -1,11 +1,13 @@
-r"""Structure stage: recognise a family from the derived SymPy form and decide for all V.
+r"""Structure stage: recognise a family from the derived SymPy form and decide for all
+V.
 
 Families (statements and proofs in :mod:`theorycheck.symbolic._structure` and
 :mod:`theorycheck.formal._theorems`):
 
 * ``sampled_token``: :math:`H = f''vv^\top - f'S` with :math:`f', f''` functions of
   :math:`\pi_k` only. PSD (V ≥ 3) iff :math:`f' \le 0` and
-  :math:`-f' + f''(1-\pi_k)/\pi_k \ge 0`; the exact convex region in :math:`\pi_k` follows.
+  :math:`-f' + f''(1-\pi_k)/\pi_k \ge 0`; the exact convex region in :math:`\pi_k`
+  follows.
 * ``cross_entropy``: :math:`H = c\,S` with constant ``c``; PSD iff ``c ≥ 0``.
 * ``regression``: diagonal Hessian with entry ``i`` depending on :math:`z_i` only.
 * nonnegative sums of the above (term by term).
@@ -33,7 +35,8 @@ HIGH_PRECISION = 50
 
 @dataclasses.dataclass(frozen=True)
 class Derived:
-    """The loss at one V: expression, gradient and Hessian in probability coordinates."""
+    """The loss at one V: expression, gradient and Hessian in probability
+    coordinates."""
 
     vocab: int
     logits: tuple[sp.Symbol, ...]
@@ -44,13 +47,20 @@ class Derived:
 
 
 def derive(loss, vocab: int, sampled: int, exact_inputs) -> Derived:
-    """Translates the JAX loss at ``V = vocab`` and derives its logit gradient/Hessian."""
+    """Translates the JAX loss at ``V = vocab`` and derives its logit
+    gradient/Hessian."""
     z = sp.symbols(f"z0:{vocab}", real=True)
     expr = sympy_from_jax(loss, z, sampled=sampled, inputs=exact_inputs)
     grad = sp.Matrix(symbolic.logit_gradient(expr, z))
     hess = symbolic.logit_hessian(expr, z)
-    return Derived(vocab, z, expr, symbolic.to_probability(grad, z),
-                   symbolic.to_probability(hess, z), hess)
+    return Derived(
+        vocab,
+        z,
+        expr,
+        symbolic.to_probability(grad, z),
+        symbolic.to_probability(hess, z),
+        hess,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,22 +86,33 @@ class StructureResult:
 
 
 def _solve(cond: sp.Basic, p: sp.Symbol) -> sp.Set:
-    """Region of (0, 1) where ``cond`` holds; Piecewise sides are solved branch by branch
-    (each branch value on its own region), which is far cheaper than solveset on them."""
+    """Region of (0, 1) where ``cond`` holds; Piecewise sides are solved branch by
+    branch
+    (each branch value on its own region), which is far cheaper than solveset on
+    them."""
     domain = sp.Interval.open(0, 1)
     if isinstance(cond, sp.And):
         return sp.Intersection(*[_solve(c, p) for c in cond.args])
     if isinstance(cond, sp.Or):
         return sp.Union(*[_solve(c, p) for c in cond.args])
-    if isinstance(cond, sp.core.relational.Relational) and cond.rhs == 0 and \
-            isinstance(cond.lhs, sp.Piecewise):
+    if (
+        isinstance(cond, sp.core.relational.Relational)
+        and cond.rhs == 0
+        and isinstance(cond.lhs, sp.Piecewise)
+    ):
         remaining: sp.Set = domain
         out: sp.Set = sp.S.EmptySet
         for value, branch in cond.lhs.args:
-            region = sp.Intersection(symbolic.condition_set(branch, p, domain), remaining)
+            region = sp.Intersection(
+                symbolic.condition_set(branch, p, domain), remaining
+            )
             if region != sp.S.EmptySet:
-                out = sp.Union(out, symbolic.condition_set(
-                    cond.func(value, 0), p, domain).intersect(region))
+                out = sp.Union(
+                    out,
+                    symbolic.condition_set(cond.func(value, 0), p, domain).intersect(
+                        region
+                    ),
+                )
             remaining = sp.Complement(remaining, region)
         return out
     return symbolic.condition_set(cond, p, domain)
@@ -117,7 +138,9 @@ def _region_text(cond: sp.Basic, p: sp.Symbol) -> str | None:
 def _interval_text(region: sp.Interval) -> str:
     parts = []
     if region.start > 0:
-        parts.append(f"pi_k {'>' if region.left_open else '>='} {sp.sstr(region.start)}")
+        parts.append(
+            f"pi_k {'>' if region.left_open else '>='} {sp.sstr(region.start)}"
+        )
     if region.end < 1:
         parts.append(f"pi_k {'<' if region.right_open else '<='} {sp.sstr(region.end)}")
     return " and ".join(parts)
@@ -145,7 +168,16 @@ def _sampled_token(fit: symbolic.SampledTokenFit, timeout_ms: int) -> StructureR
     margin = f2 * (1 - p) - f1 * p
     cond3 = symbolic.sampled_token_condition(f1, f2, p, 3)
     cond2 = symbolic.sampled_token_condition(f1, f2, p, 2)
-    region3, region2 = _region_text(cond3, p), _region_text(cond2, p)
+    # solveset is not trusted on transcendental inequalities: regions only when f', f''
+    # are rational in pi_k branch by branch (conditions may still hold logs).
+    values = [
+        b
+        for e in (f1, f2)
+        for b in ([a for a, _ in e.args] if isinstance(e, sp.Piecewise) else [e])
+    ]
+    rational = not any(v.has(sp.exp, sp.log) for v in values)
+    region3 = _region_text(cond3, p) if rational else None
+    region2 = _region_text(cond2, p) if rational else None
     condition = None
     if region3 is not None:
         condition = f"{region3} (V >= 3)"
@@ -154,21 +186,35 @@ def _sampled_token(fit: symbolic.SampledTokenFit, timeout_ms: int) -> StructureR
     claims = [("fprime", -f1 >= 0), ("margin", margin >= 0)]
     results = {}
     for name, claim in claims:
-        res = formal.prove(claim, [p], assumptions=[p > 0, p < 1], timeout_ms=timeout_ms)
+        res = formal.prove(
+            claim, [p], assumptions=[p > 0, p < 1], timeout_ms=timeout_ms
+        )
         if res.status == "unknown" and "not encodable" in res.detail:
             bad = _scan(-f1 if name == "fprime" else margin, p)
             if bad is not None:
-                res = formal.ProofResult("refuted", {p.name: bad},
-                                         f"grid point re-checked at {HIGH_PRECISION} digits")
+                res = formal.ProofResult(
+                    "refuted",
+                    {p.name: bad},
+                    f"grid point re-checked at {HIGH_PRECISION} digits",
+                )
         results[name] = res
-    detail = (f"sampled-token family f(log pi_k): f' = {sp.sstr(f1)}, "
-              f"f'' = {sp.sstr(f2)}; "
-              f"z3: f'<=0 {results['fprime'].status}, margin {results['margin'].status}")
+    detail = (
+        f"sampled-token family f(log pi_k): f' = {sp.sstr(f1)}, "
+        f"f'' = {sp.sstr(f2)}; "
+        f"z3: f'<=0 {results['fprime'].status}, margin {results['margin'].status}"
+    )
+    if (
+        condition
+        and condition.startswith("always")
+        and any(r.status == "refuted" for r in results.values())
+    ):
+        condition = None  # the two routes disagree: report no region
     for name in ("fprime", "margin"):
         if results[name].status == "refuted":
             pk = results[name].counterexample[p.name]
-            return StructureResult("sampled_token", "refuted", condition, detail,
-                                   (pk, name), fit)
+            return StructureResult(
+                "sampled_token", "refuted", condition, detail, (pk, name), fit
+            )
     if all(r.status == "proved" for r in results.values()):
         return StructureResult("sampled_token", "proved", "always", detail, None, fit)
     if condition is None and "margin" in results:
@@ -185,13 +231,18 @@ def _fit_whole(d3: Derived, d4: Derived, sampled: int):
     for d in (d3, d4):
         if not (d.hessian.shift_invariant and d.gradient.shift_invariant):
             return None
-        forms.append(symbolic.fit_sampled_token(list(d.gradient.expr), d.hessian.expr,
-                                                d.hessian.variables, sampled))
+        forms.append(
+            symbolic.fit_sampled_token(
+                list(d.gradient.expr), d.hessian.expr, d.hessian.variables, sampled
+            )
+        )
     if None in forms:
         return None
     a, b = forms
     ren = {b.policy_k: a.policy_k}
-    if _same(a.fprime, b.fprime.xreplace(ren)) and _same(a.fsecond, b.fsecond.xreplace(ren)):
+    if _same(a.fprime, b.fprime.xreplace(ren)) and _same(
+        a.fsecond, b.fsecond.xreplace(ren)
+    ):
         return a
     return None
 
@@ -219,21 +270,28 @@ def _nonnegative(expr: sp.Expr, z: tuple[sp.Symbol, ...]) -> bool:
     if expr.is_nonnegative:
         return True
     e = sp.symbols(f"e0:{len(z)}", real=True)
-    body = split_exp_log(sp.expand(expr, power_exp=True, mul=False, log=False,
-                                   multinomial=False, basic=False))
+    body = split_exp_log(
+        sp.expand(
+            expr, power_exp=True, mul=False, log=False, multinomial=False, basic=False
+        )
+    )
     body = body.xreplace({sp.exp(zi): ei for zi, ei in zip(z, e)})
     body = body.xreplace({sp.exp(-zi): 1 / ei for zi, ei in zip(z, e)})
-    consts = {a: sp.Symbol(f"k{i}", real=True)
-              for i, a in enumerate(a for a in body.atoms(sp.exp) if a.is_number)}
+    consts = {
+        a: sp.Symbol(f"k{i}", real=True)
+        for i, a in enumerate(a for a in body.atoms(sp.exp) if a.is_number)
+    }
     body = body.xreplace(consts)
     xs = list(e) + list(consts.values())
-    res = formal.prove(sp.cancel(body) >= 0, xs, assumptions=[x > 0 for x in xs],
-                       timeout_ms=5_000)
+    res = formal.prove(
+        sp.cancel(body) >= 0, xs, assumptions=[x > 0 for x in xs], timeout_ms=5_000
+    )
     return res.status == "proved"
 
 
-def analyse_structure(loss, sampled: int, exact_inputs_fn, *, timeout_ms: int
-                      ) -> tuple[StructureResult, dict[int, Derived]]:
+def analyse_structure(
+    loss, sampled: int, exact_inputs_fn, *, timeout_ms: int
+) -> tuple[StructureResult, dict[int, Derived]]:
     """Runs the structure stage at V = 3 and V = 4.
 
     Args:
@@ -251,16 +309,31 @@ def analyse_structure(loss, sampled: int, exact_inputs_fn, *, timeout_ms: int
         return _sampled_token(fit, timeout_ms), derived
     families = []
     for v in (3, 4):
-        terms = [t for t in sp.Add.make_args(derived[v].expr)
-                 if t.free_symbols & set(derived[v].logits)]
+        terms = [
+            t
+            for t in sp.Add.make_args(derived[v].expr)
+            if t.free_symbols & set(derived[v].logits)
+        ]
         families.append([_term_family(t, derived[v].logits) for t in terms])
-    if families[0] and all(f is not None for fs in families for f in fs) and \
-            set(families[0]) == set(families[1]):
+    if (
+        families[0]
+        and all(f is not None for fs in families for f in fs)
+        and set(families[0]) == set(families[1])
+    ):
         names = sorted({f[0] for f in families[0]})
         if all(f[1] for f in families[0]):
-            return StructureResult("+".join(names), "proved", "always",
-                                   f"sum of convex terms: {', '.join(names)}"), derived
-        return StructureResult("+".join(names), "unknown", None,
-                               f"terms {', '.join(names)}; a term is not convex"), derived
-    return StructureResult(None, "unknown", None, "no structural family recognised"), \
-        derived
+            return StructureResult(
+                "+".join(names),
+                "proved",
+                "always",
+                f"sum of convex terms: {', '.join(names)}",
+            ), derived
+        return StructureResult(
+            "+".join(names),
+            "unknown",
+            None,
+            f"terms {', '.join(names)}; a term is not convex",
+        ), derived
+    return StructureResult(
+        None, "unknown", None, "no structural family recognised"
+    ), derived

@@ -1,4 +1,5 @@
-"""z3 engine (never imports jax): claims in probability coordinates, proved or refuted."""
+"""z3 engine (never imports jax): claims in probability coordinates, proved or
+refuted."""
 
 from theorycheck.formal._encode import encode
 from theorycheck.formal._prove import ProofResult, prove

@@ -1,6 +1,7 @@
 """SymPy -> z3 translation: one table, polynomial arithmetic only.
 
-``exp`` and ``log`` (and every other transcendental function) never reach z3: the encoder
+``exp`` and ``log`` (and every other transcendental function) never reach z3: the
+encoder
 raises ``NotImplementedError`` naming them, so a claim that still contains them is
 reported ``unknown`` instead of being decided on a wrong encoding.
 """
@@ -66,7 +67,8 @@ def encode(expr: sp.Basic, variables: Mapping[sp.Symbol, z3.ArithRef]) -> z3.Exp
         A z3 term (arithmetic or boolean).
 
     Raises:
-        NotImplementedError: for ``exp``, ``log`` or any other unsupported node, naming it.
+        NotImplementedError: for ``exp``, ``log`` or any other unsupported node, naming
+        it.
 
     Examples:
         >>> x, y = sp.symbols("x y", real=True)

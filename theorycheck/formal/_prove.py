@@ -31,7 +31,8 @@ class ProofResult:
 
     Attributes:
         status: ``"proved"``, ``"refuted"`` or ``"unknown"``.
-        counterexample: for ``refuted``: symbol name -> exact ``Fraction`` value, already
+        counterexample: for ``refuted``: symbol name -> exact ``Fraction`` value,
+        already
             re-checked to violate the claim; otherwise None.
         detail: why (solver answer, timeout, unsupported operation, re-check failure).
     """

@@ -1,6 +1,7 @@
 r"""The sampled-token structure theorem, proved with z3 in reduced coordinates.
 
-For :math:`L = f(\log\pi_k)` with :math:`H = f''vv^\top - f'S`, the quadratic form reduces
+For :math:`L = f(\log\pi_k)` with :math:`H = f''vv^\top - f'S`, the quadratic form
+reduces
 (law of total variance; the identity is checked symbolically by
 :func:`theorycheck.symbolic.total_variance_gap`) to
 
@@ -53,21 +54,41 @@ def sampled_token_claims() -> list[TheoremClaim]:
     box = (p > 0, p < 1)
     xs = (p, a, s, f1, f2)
     return [
-        TheoremClaim("v3_sufficient",
-                     "f' <= 0 and -f' + f''(1-p)/p >= 0 imply Q >= 0 for all a, s >= 0",
-                     q_scaled >= 0, xs, box + (s >= 0, f1 <= 0, margin >= 0)),
-        TheoremClaim("v3_needs_fprime_nonpositive",
-                     "f' > 0 gives Q(a=0, s=1) < 0 (a direction with a = 0, V >= 3)",
-                     q_scaled.subs({a: 0, s: 1}) < 0, xs, box + (f1 > 0,)),
-        TheoremClaim("v3_needs_margin",
-                     "-f' + f''(1-p)/p < 0 gives Q(a=1, s=0) < 0",
-                     q_scaled.subs({a: 1, s: 0}) < 0, xs, box + (margin < 0,)),
-        TheoremClaim("v2_sufficient",
-                     "V = 2: f''(1-p) - f' p >= 0 implies Q(a, 0) >= 0",
-                     q_scaled.subs(s, 0) >= 0, xs, box + (margin >= 0,)),
-        TheoremClaim("v2_necessary",
-                     "V = 2: f''(1-p) - f' p < 0 gives Q(1, 0) < 0",
-                     q_scaled.subs({a: 1, s: 0}) < 0, xs, box + (margin < 0,)),
+        TheoremClaim(
+            "v3_sufficient",
+            "f' <= 0 and -f' + f''(1-p)/p >= 0 imply Q >= 0 for all a, s >= 0",
+            q_scaled >= 0,
+            xs,
+            box + (s >= 0, f1 <= 0, margin >= 0),
+        ),
+        TheoremClaim(
+            "v3_needs_fprime_nonpositive",
+            "f' > 0 gives Q(a=0, s=1) < 0 (a direction with a = 0, V >= 3)",
+            q_scaled.subs({a: 0, s: 1}) < 0,
+            xs,
+            box + (f1 > 0,),
+        ),
+        TheoremClaim(
+            "v3_needs_margin",
+            "-f' + f''(1-p)/p < 0 gives Q(a=1, s=0) < 0",
+            q_scaled.subs({a: 1, s: 0}) < 0,
+            xs,
+            box + (margin < 0,),
+        ),
+        TheoremClaim(
+            "v2_sufficient",
+            "V = 2: f''(1-p) - f' p >= 0 implies Q(a, 0) >= 0",
+            q_scaled.subs(s, 0) >= 0,
+            xs,
+            box + (margin >= 0,),
+        ),
+        TheoremClaim(
+            "v2_necessary",
+            "V = 2: f''(1-p) - f' p < 0 gives Q(1, 0) < 0",
+            q_scaled.subs({a: 1, s: 0}) < 0,
+            xs,
+            box + (margin < 0,),
+        ),
     ]
 
 
@@ -84,5 +105,9 @@ def prove_sampled_token_theorem(timeout_ms: int = 10_000) -> dict[str, ProofResu
         >>> {r.status for r in prove_sampled_token_theorem().values()}
         {'proved'}
     """
-    return {c.id: prove(c.claim, c.variables, assumptions=c.assumptions,
-                        timeout_ms=timeout_ms) for c in sampled_token_claims()}
+    return {
+        c.id: prove(
+            c.claim, c.variables, assumptions=c.assumptions, timeout_ms=timeout_ms
+        )
+        for c in sampled_token_claims()
+    }

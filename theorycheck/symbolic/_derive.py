@@ -1,6 +1,8 @@
-r"""Logit gradients and Hessians of a SymPy loss, and the change to probability coordinates.
+r"""Logit gradients and Hessians of a SymPy loss, and the change to probability
+coordinates.
 
-Differentiation keeps :class:`Frozen` subexpressions (their derivative is zero, exactly as
+Differentiation keeps :class:`Frozen` subexpressions (their derivative is zero, exactly
+as
 JAX treats ``stop_gradient``); their values are restored at the end with ``unfreeze``.
 In *probability coordinates* :math:`e_i = e^{z_i}` a softmax-based Hessian is a rational
 function; when it is also invariant to the logit shift :math:`z \to z + c\mathbf 1` it
@@ -27,7 +29,8 @@ __all__ = [
 
 
 def logit_gradient(loss: sp.Expr, logits: Sequence[sp.Symbol]) -> list[sp.Expr]:
-    r"""The logit gradient :math:`(\partial L / \partial z_i)_i`, frozen values restored.
+    r"""The logit gradient :math:`(\partial L / \partial z_i)_i`, frozen values
+    restored.
 
     Args:
         loss: scalar SymPy expression in ``logits`` (may contain ``Frozen``).
@@ -61,7 +64,8 @@ def logit_hessian(loss: sp.Expr, logits: Sequence[sp.Symbol]) -> sp.Matrix:
         >>> from theorycheck.symbolic import log_softmax
         >>> z = sp.symbols("z0:2", real=True)
         >>> h = logit_hessian(-log_softmax(z)[0], z)
-        >>> sp.simplify(h[0, 0] - sp.exp(z[0] + z[1]) / (sp.exp(z[0]) + sp.exp(z[1]))**2)
+        >>> s = sp.exp(z[0]) + sp.exp(z[1])
+        >>> sp.simplify(h[0, 0] - sp.exp(z[0] + z[1]) / s**2)
         0
     """
     grad = [sp.diff(loss, zi) for zi in logits]
@@ -111,8 +115,10 @@ def split_exp_log(expr: sp.Basic) -> sp.Basic:
         >>> split_exp_log(z - m - sp.log(sp.exp(z - m) + sp.exp(-m)))
         z - log(exp(z) + 1)
     """
-    expr = expr.replace(lambda e: isinstance(e, sp.exp) and isinstance(e.args[0], sp.Add),
-                        lambda e: sp.Mul(*[sp.exp(t) for t in e.args[0].args]))
+    expr = expr.replace(
+        lambda e: isinstance(e, sp.exp) and isinstance(e.args[0], sp.Add),
+        lambda e: sp.Mul(*[sp.exp(t) for t in e.args[0].args]),
+    )
     expr = expr.replace(lambda e: isinstance(e, sp.Add), sp.factor_terms)
 
     def split(e):
@@ -122,14 +128,18 @@ def split_exp_log(expr: sp.Basic) -> sp.Basic:
         return sp.Add(*[f.args[0] for f in exps]) + sp.log(rest)
 
     return expr.replace(
-        lambda e: isinstance(e, sp.log) and isinstance(e.args[0], sp.Mul)
-        and any(isinstance(f, sp.exp) and f.args[0].is_real for f in e.args[0].args),
+        lambda e: (
+            isinstance(e, sp.log)
+            and isinstance(e.args[0], sp.Mul)
+            and any(isinstance(f, sp.exp) and f.args[0].is_real for f in e.args[0].args)
+        ),
         split,
     )
 
 
 def to_probability(expr: sp.Basic, logits: Sequence[sp.Symbol]) -> ProbabilityForm:
-    r"""Rewrites ``expr(z)`` with :math:`e^{z_i} = e_i` and, if shift invariant, :math:`p_i`.
+    r"""Rewrites ``expr(z)`` with :math:`e^{z_i} = e_i` and, if shift invariant,
+    :math:`p_i`.
 
     .. math::
         z_i = \log e_i, \qquad p_i = e_i / \textstyle\sum_j e_j
@@ -163,15 +173,20 @@ def to_probability(expr: sp.Basic, logits: Sequence[sp.Symbol]) -> ProbabilityFo
     trial = split_exp_log(trial)
     invariant = all(c not in a.free_symbols for a in entries(trial))
     if invariant:
+
         def tidy(a):
-            return sp.cancel(sp.piecewise_fold(a)) if not a.has(sp.Piecewise) else \
-                sp.piecewise_fold(a)
+            return (
+                sp.cancel(sp.piecewise_fold(a))
+                if not a.has(sp.Piecewise)
+                else sp.piecewise_fold(a)
+            )
 
         out = trial.applyfunc(tidy) if isinstance(trial, sp.MatrixBase) else tidy(trial)
         variables = p
     else:
         out = expr.xreplace({zi: sp.log(ei) for zi, ei in zip(logits, e)})
         variables = e
-    transcendental = any(a.has(sp.exp, sp.log, sp.cosh, sp.sinh, sp.tanh)
-                         for a in entries(out))
+    transcendental = any(
+        a.has(sp.exp, sp.log, sp.cosh, sp.sinh, sp.tanh) for a in entries(out)
+    )
     return ProbabilityForm(out, tuple(variables), invariant, transcendental)

@@ -1,6 +1,7 @@
 """Stop-gradient in SymPy: ``Frozen(expr)`` has the value of ``expr`` and derivative 0.
 
-This is how a detached quantity (``jax.lax.stop_gradient``: an importance weight, a mask,
+This is how a detached quantity (``jax.lax.stop_gradient``: an importance weight, a
+mask,
 a target) appears in a symbolic specification. Differentiating treats it as a constant;
 evaluating it (``.doit()`` or substitution followed by ``unfreeze``) gives its value.
 

@@ -3,7 +3,8 @@ r"""Softmax, log-softmax, and directional derivatives along a logit direction, i
 Along the logit path :math:`z + t\,v` the policy :math:`\pi = \operatorname{softmax}(z)`
 moves as :math:`\dot\pi_i = \pi_i (v_i - \langle \pi, v\rangle)` (the softmax Jacobian
 :math:`\operatorname{diag}\pi - \pi\pi^\top` applied to ``v``). The divergence rates
-:math:`\dot D` below are DERIVED (research notes, papers.md §1.3, §1.10 and Appendix Z); the
+:math:`\dot D` below are DERIVED (research notes, papers.md §1.3, §1.10 and Appendix
+Z); the
 predictive-mask paper's own statements are NOT FOUND.
 """
 
@@ -69,7 +70,8 @@ def softmax_directional_derivative(
         direction: ``V`` logit-direction entries :math:`v`.
 
     Returns:
-        ``V`` expressions :math:`\frac{d}{dt}\operatorname{softmax}(z + t v)_i` at t = 0.
+        ``V`` expressions :math:`\frac{d}{dt}\operatorname{softmax}(z + t v)_i` at t =
+        0.
 
     Examples:
         >>> p = sp.symbols("p0:2", positive=True)
@@ -113,7 +115,8 @@ def ddot_tv(
     :math:`\pi_i = \mu_i`).
 
     .. math::
-        \dot D = \tfrac12 \sum_i s_i\,\dot\pi_i, \qquad s_i = \operatorname{sign}(\pi_i-\mu_i)
+        \dot D = \tfrac12 \sum_i s_i\,\dot\pi_i, \qquad s_i =
+        \operatorname{sign}(\pi_i-\mu_i)
 
     DERIVED (papers.md §1.10, Appendix Z check 3).
 
@@ -136,7 +139,8 @@ def ddot_tv(
 
 
 def ddot_binary_kl(behavior_k: sp.Expr, policy_k: sp.Expr, rate_k: sp.Expr) -> sp.Expr:
-    r"""Rate of the binary KL between Bernoulli(:math:`\mu_k`) and Bernoulli(:math:`\pi_k`).
+    r"""Rate of the binary KL between Bernoulli(:math:`\mu_k`) and
+    Bernoulli(:math:`\pi_k`).
 
     .. math::
         \dot D = \dot\pi_k \Big(\frac{1-\mu_k}{1-\pi_k} - \frac{\mu_k}{\pi_k}\Big)

@@ -1,4 +1,5 @@
-r"""Structure theorems for logit Hessians: sampled-token, cross-entropy and regression forms.
+r"""Structure theorems for logit Hessians: sampled-token, cross-entropy and regression
+forms.
 
 **Sampled-token family** :math:`L = f(\log\pi_k)`. With :math:`v = e_k - \pi`,
 :math:`S = \operatorname{diag}\pi - \pi\pi^\top` (so :math:`\nabla\log\pi_k = v`,
@@ -6,9 +7,11 @@ r"""Structure theorems for logit Hessians: sampled-token, cross-entropy and regr
 
 .. math::
     H = f''\,v v^\top - f'\,S, \qquad
-    w^\top H w = f''\,a^2 - f'\,\mathrm{Var}_\pi(w), \quad a = w_k - \langle\pi, w\rangle .
+    w^\top H w = f''\,a^2 - f'\,\mathrm{Var}_\pi(w), \quad a = w_k - \langle\pi,
+    w\rangle .
 
-By the law of total variance (split token ``k`` from the rest, with :math:`p = \pi_k` and
+By the law of total variance (split token ``k`` from the rest, with :math:`p = \pi_k`
+and
 :math:`\sigma^2\ge 0` the variance of ``w`` inside the rest),
 :math:`\mathrm{Var}_\pi(w) = \tfrac{p}{1-p}a^2 + (1-p)\sigma^2`, so
 
@@ -20,7 +23,8 @@ For :math:`V \ge 3`, :math:`\sigma^2` is free, hence **H ⪰ 0 iff** :math:`f' \
 H ⪰ 0 iff :math:`f''(1-\pi_k) - f'\pi_k \ge 0`. This module states the forms; the
 project proves them in :mod:`theorycheck.formal` (z3) and checks them numerically.
 
-**Cross-entropy family** :math:`L = \sum_i c_i \log\pi_i + \ell(z)` with constant (frozen)
+**Cross-entropy family** :math:`L = \sum_i c_i \log\pi_i + \ell(z)` with constant
+(frozen)
 :math:`c` and linear :math:`\ell`: :math:`H = -(\sum_i c_i)\,S`, PSD iff
 :math:`\sum_i c_i \le 0` (SFT, LCO-KLD, any soft target). **Regression family**:
 a diagonal Hessian (:math:`L = \sum_i g_i(z_i)`), PSD iff every :math:`g_i'' \ge 0`
@@ -145,8 +149,14 @@ def sampled_token_hessian(
     """
     n = len(policy)
     v = [(1 if i == sampled else 0) - policy[i] for i in range(n)]
-    return sp.Matrix(n, n, lambda i, j: fsecond * v[i] * v[j] - fprime * (
-        (policy[i] if i == j else 0) - policy[i] * policy[j]))
+    return sp.Matrix(
+        n,
+        n,
+        lambda i, j: (
+            fsecond * v[i] * v[j]
+            - fprime * ((policy[i] if i == j else 0) - policy[i] * policy[j])
+        ),
+    )
 
 
 def sampled_token_condition(
@@ -239,7 +249,9 @@ def fit_sampled_token(
         return None
     fsecond = _cancel(hessian[i, j] / (p[i] * p[j]) - fprime)
     model = sampled_token_hessian(fprime, fsecond, p, sampled)
-    if not all(is_zero(hessian[a, b] - model[a, b]) for a in range(n) for b in range(a, n)):
+    if not all(
+        is_zero(hessian[a, b] - model[a, b]) for a in range(n) for b in range(a, n)
+    ):
         return None
     others = set(p) - {p[sampled]}
     if (fprime.free_symbols | fsecond.free_symbols) & others:
@@ -270,12 +282,16 @@ def fit_cross_entropy(
     if scale.free_symbols & set(p):
         return None
     model = sampled_token_hessian(-scale, 0, p, 0)
-    if not all(is_zero(hessian[a, b] - model[a, b]) for a in range(n) for b in range(a, n)):
+    if not all(
+        is_zero(hessian[a, b] - model[a, b]) for a in range(n) for b in range(a, n)
+    ):
         return None
     return CrossEntropyFit(scale)
 
 
-def fit_regression(hessian: sp.Matrix, logits: Sequence[sp.Symbol]) -> list[sp.Expr] | None:
+def fit_regression(
+    hessian: sp.Matrix, logits: Sequence[sp.Symbol]
+) -> list[sp.Expr] | None:
     r"""Recognises a diagonal Hessian whose ``i``-th entry depends on :math:`z_i` only.
 
     Args:
@@ -300,7 +316,8 @@ def fit_regression(hessian: sp.Matrix, logits: Sequence[sp.Symbol]) -> list[sp.E
 
 
 def sampled_token_identity(vocab: int, sampled: int = 0) -> sp.Matrix:
-    r"""Gap between the chain-rule Hessian of :math:`f(\log\pi_k)` and :math:`f''vv^\top-f'S`.
+    r"""Gap between the chain-rule Hessian of :math:`f(\log\pi_k)` and
+    :math:`f''vv^\top-f'S`.
 
     ``f`` is an undefined SymPy function, so the identity is checked for *every* smooth
     ``f`` at this ``V``.
@@ -350,7 +367,8 @@ def total_variance_gap(vocab: int, sampled: int = 0) -> sp.Expr:
 
     Returns:
         ``lhs - rhs`` as a rational function of :math:`\pi` (with
-        :math:`\pi_k = 1 - \sum_{i \ne k}\pi_i`) and ``w``; zero when the identity holds.
+        :math:`\pi_k = 1 - \sum_{i \ne k}\pi_i`) and ``w``; zero when the identity
+        holds.
 
     Examples:
         >>> total_variance_gap(4)
