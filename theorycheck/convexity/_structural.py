@@ -175,7 +175,9 @@ def _sampled_token(fit: symbolic.SampledTokenFit, timeout_ms: int) -> StructureR
         for e in (f1, f2)
         for b in ([a for a, _ in e.args] if isinstance(e, sp.Piecewise) else [e])
     ]
-    rational = not any(v.has(sp.exp, sp.log) for v in values)
+    rational = not any(
+        p in a.free_symbols for v in values for a in v.atoms(sp.exp, sp.log)
+    )
     region3 = _region_text(cond3, p) if rational else None
     region2 = _region_text(cond2, p) if rational else None
     condition = None
