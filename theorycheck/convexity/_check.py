@@ -78,6 +78,17 @@ def sanity_check(loss, vocab: int, sampled: int, inputs) -> None:
         )
 
 
+def _has_live_kink(derived) -> bool:
+    """True when a Piecewise/Min/Max depends on the logits outside ``Frozen``."""
+    import sympy as sp
+
+    from theorycheck.symbolic import Frozen
+
+    body = derived.expr.xreplace({f: sp.Dummy() for f in derived.expr.atoms(Frozen)})
+    z = set(derived.logits)
+    return any(a.free_symbols & z for a in body.atoms(sp.Piecewise, sp.Min, sp.Max))
+
+
 def _shape_check(loss, vocab: int, sampled: int, inputs) -> None:
     """Traces the loss once (no compilation): it must run and return a scalar."""
     try:
@@ -331,6 +342,18 @@ def check_convexity(
                 "method": "numeric search",
                 "status": "unknown",
                 "detail": f"no counterexample found ({total} samples)",
+            }
+        )
+    if result.verdict == "convex" and derived and _has_live_kink(derived[3]):
+        # PSD on every smooth piece does not make a function with kinks convex
+        # (a concave kink, e.g. a min of two pieces, breaks it): no claim.
+        result.verdict, result.scope = "unknown", ""
+        methods.append(
+            {
+                "method": "kinks",
+                "status": "unknown",
+                "detail": "Hessian PSD on every smooth piece; the loss has "
+                "non-frozen Piecewise kinks, which are not analysed",
             }
         )
     if result.verdict == "unknown" and not result.scope:

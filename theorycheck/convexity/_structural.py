@@ -159,6 +159,26 @@ def _scan(cond_expr: sp.Expr, p: sp.Symbol) -> Fraction | None:
     return None
 
 
+def _prove_branchwise(expr: sp.Expr, p: sp.Symbol, timeout_ms: int):
+    """Proves ``expr >= 0`` on (0, 1) for every Piecewise branch value, ignoring the
+    branch conditions (a stronger claim, so a proof is sound); constants exactly."""
+    expr = sp.piecewise_fold(expr)
+    values = [v for v, _ in expr.args] if isinstance(expr, sp.Piecewise) else [expr]
+    for value in values:
+        if value.is_number:
+            if not value.is_nonnegative:
+                return formal.ProofResult(
+                    "unknown", None, "a branch constant is negative"
+                )
+            continue
+        res = formal.prove(
+            value >= 0, [p], assumptions=[p > 0, p < 1], timeout_ms=timeout_ms
+        )
+        if res.status != "proved":
+            return formal.ProofResult("unknown", None, "branchwise: " + res.detail)
+    return formal.ProofResult("proved", None, "z3, branch by branch")
+
+
 def _sampled_token(fit: symbolic.SampledTokenFit, timeout_ms: int) -> StructureResult:
     # A plain real symbol: with positive=True SymPy would fold the assumption p > 0
     # to True before it reaches z3.
@@ -192,6 +212,8 @@ def _sampled_token(fit: symbolic.SampledTokenFit, timeout_ms: int) -> StructureR
             claim, [p], assumptions=[p > 0, p < 1], timeout_ms=timeout_ms
         )
         if res.status == "unknown" and "not encodable" in res.detail:
+            res = _prove_branchwise(-f1 if name == "fprime" else margin, p, timeout_ms)
+        if res.status == "unknown":
             bad = _scan(-f1 if name == "fprime" else margin, p)
             if bad is not None:
                 res = formal.ProofResult(
@@ -201,8 +223,8 @@ def _sampled_token(fit: symbolic.SampledTokenFit, timeout_ms: int) -> StructureR
                 )
         results[name] = res
     detail = (
-        f"sampled-token family f(log pi_k): f' = {sp.sstr(f1)}, "
-        f"f'' = {sp.sstr(f2)}; "
+        f"sampled-token family f(log pi_k): f' = {_short(f1)}, "
+        f"f'' = {_short(f2)}; "
         f"z3: f'<=0 {results['fprime'].status}, margin {results['margin'].status}"
     )
     if (
@@ -222,6 +244,15 @@ def _sampled_token(fit: symbolic.SampledTokenFit, timeout_ms: int) -> StructureR
     if condition is None and "margin" in results:
         condition = f"{sp.sstr(margin)} >= 0 and {sp.sstr(-f1)} >= 0 (V >= 3)"
     return StructureResult("sampled_token", "unknown", condition, detail, None, fit)
+
+
+def _short(expr: sp.Expr) -> str:
+    text = sp.sstr(expr)
+    if len(text) <= 80:
+        return text
+    if isinstance(expr, sp.Piecewise):
+        return f"piecewise ({len(expr.args)} branches)"
+    return text[:77] + "..."
 
 
 def _same(a: sp.Expr, b: sp.Expr) -> bool:
