@@ -22,7 +22,7 @@ demo: $(STAMP)
 	$(BIN)/python -m theorycheck.demo --out reports/demo
 
 test: $(STAMP)
-	$(BIN)/ruff check theorycheck tests benchmarks experiments proofs
+	$(BIN)/ruff check theorycheck tests benchmarks
 	HYPOTHESIS_PROFILE=ci $(BIN)/python -m pytest -n 2 -m "not multidevice" tests
 	HYPOTHESIS_PROFILE=ci XLA_FLAGS=--xla_force_host_platform_device_count=8 \
 		$(BIN)/python -m pytest -m multidevice tests
@@ -31,7 +31,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -x -q -m "not slow and not multidevice" tests
 
 lint: $(STAMP)
-	$(BIN)/ruff check theorycheck tests benchmarks experiments proofs
+	$(BIN)/ruff check theorycheck tests benchmarks
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_numeric.py

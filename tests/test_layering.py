@@ -15,8 +15,8 @@ RULES = [
 
 def _loaded_after_import(module: str, forbidden: tuple[str, ...]) -> list[str]:
     code = (
-        "import sys, importlib; importlib.import_module(%r); "
-        "print(','.join(m for m in %r if m in sys.modules))" % (module, forbidden)
+        f"import sys, importlib; importlib.import_module({module!r}); "
+        f"print(','.join(m for m in {forbidden!r} if m in sys.modules))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True

@@ -20,7 +20,9 @@ FD_TOLERANCE = (1e-6, 1e-8)
 STAT_RTOL = 2e-2
 
 
-def assert_close(actual, expected, *, dtype=np.float64, rtol=None, atol=None, err_msg=""):
+def assert_close(
+    actual, expected, *, dtype=np.float64, rtol=None, atol=None, err_msg=""
+):
     """``np.testing.assert_allclose`` with the dtype's default tolerance."""
     d_rtol, d_atol = TOLERANCE[np.dtype(dtype)]
     np.testing.assert_allclose(

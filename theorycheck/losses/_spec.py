@@ -2,14 +2,15 @@
 
 A registry entry describes one RL surrogate rule twice, independently:
 
-* ``loss`` -- the stable JAX form, written by hand (``jax.nn.log_softmax``), returning the
-  scalar **loss to minimise** (= -objective) for ONE position:
-  ``loss(logits: Float[Array, " V"], sampled: int, **inputs, **params) -> Float[Array, ""]``.
-  Frozen quantities (detached weights, masks, targets) go through ``jax.lax.stop_gradient``.
+* ``loss`` -- the stable JAX form, written by hand (``jax.nn.log_softmax``),
+  returning the scalar **loss to minimise** (= -objective) for ONE position:
+  ``loss(logits: Float[Array, " V"], sampled: int, **inputs, **params)``.
+  Frozen quantities (detached weights, masks, targets) go through
+  ``jax.lax.stop_gradient``.
 * ``symbolic`` -- the specification in SymPy, used by the symbolic and formal engines:
   ``symbolic(z: Sequence[sp.Expr], sampled: int, **inputs, **params) -> sp.Expr``
-  where ``z`` are the logit symbols (length V) and frozen quantities are plain symbols or
-  numbers (never derivatives of ``z``).
+  where ``z`` are the logit symbols (length V) and frozen quantities are plain
+  symbols or numbers (never derivatives of ``z``).
 
 Inputs (keyword arguments, per position):
 
