@@ -23,7 +23,8 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check theorycheck tests benchmarks
-	HYPOTHESIS_PROFILE=ci $(BIN)/python -m pytest -n 2 -m "not multidevice" tests
+	HYPOTHESIS_PROFILE=ci $(BIN)/python -m pytest -n 2 -m "not multidevice" \
+		--doctest-modules theorycheck tests
 	HYPOTHESIS_PROFILE=ci XLA_FLAGS=--xla_force_host_platform_device_count=8 \
 		$(BIN)/python -m pytest -m multidevice tests
 
