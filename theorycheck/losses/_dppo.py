@@ -407,7 +407,8 @@ def predictive_kl_coefficient(p, q, adv, *, divergence, ddot, delta=DELTA_KL,
         Predictive Divergence Masks (arXiv 2607.10848) Eq. 13: INFERRED.
     """
     adv = jnp.asarray(adv)
-    masked = (jnp.asarray(divergence) > delta) & (adv * jnp.asarray(ddot) > 0)
+    pushes = jnp.sign(adv) * jnp.sign(jnp.asarray(ddot)) > 0  # no underflow to 0
+    masked = (jnp.asarray(divergence) > delta) & pushes
     return _gate_coefficient(p, q, adv, masked, log_ratio_clamp)
 
 

@@ -107,7 +107,7 @@ def rows_stats(
         delta = cfg.delta_kl if kind == "kl" else cfg.delta_tv
         for est in estimators:
             div = out[kind] if est == "full" else out["topk_" + kind]
-            pushes = adv * out[f"ddot_{kind}_{est}"] > 0
+            pushes = jnp.sign(adv) * jnp.sign(out[f"ddot_{kind}_{est}"]) > 0
             out[f"mask_pred_{kind}_{est}"] = _keep((div > delta) & pushes, dt)
     return out
 

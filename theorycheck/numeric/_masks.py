@@ -162,5 +162,6 @@ def predictive_mask(
     _check_finite("adv", adv)
     _checks.check_nonnegative("delta", delta)
     div, ddot, adv = jnp.asarray(div), jnp.asarray(ddot), jnp.asarray(adv)
-    masked = (div > delta) & (adv * ddot > 0)
+    # Signs, not the product: adv * ddot can underflow to 0 (XLA flushes subnormals).
+    masked = (div > delta) & (jnp.sign(adv) * jnp.sign(ddot) > 0)
     return jnp.where(masked, 0, 1).astype(_float_dtype(div, ddot, adv))
