@@ -40,7 +40,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="theorycheck", description=__doc__.splitlines()[0])
+    parser = _Parser(
+        prog="theorycheck",
+        description="Checks the theory behind RL surrogate losses for LLMs: "
+        "symbolically, formally, numerically, and on real checkpoints.",
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for mod in _command_modules():
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
