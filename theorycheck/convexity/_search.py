@@ -5,8 +5,16 @@ Pluggable: :func:`search` is the default step. It samples logits in several regi
 logits reach ±30), computes :math:`\lambda_{\min}` of the logit Hessian (dense and
 vmapped
 for small V), then descends the Rayleigh quotient :math:`u^\top H(z) u` over the logits
-from the most negative starts. A hit is re-checked by a second route: the curvature
-:math:`u^\top H u` from central finite differences of the autodiff gradient.
+from the most negative starts. Above ``V = 64`` (vocabulary scale, up to 151936) it
+calls :func:`theorycheck.numeric.search_negative_curvature` (Lanczos on Hessian-vector
+products, never a ``V x V`` matrix).
+
+Every hit, and every counterexample of the other stages (:func:`recheck`), is re-checked
+in float64 by two routes: a Hessian-vector product (autodiff) and a Richardson second
+difference of the loss with its ``stop_gradient`` values frozen at the point
+(:func:`theorycheck.numeric.verify_curvature`). Finite differences of the *gradient*
+would be wrong for detached weights (CISPO, GLM-5, DPPO): the gradient at
+:math:`z + hu` re-evaluates the frozen quantity at the moved point.
 """
 
 from __future__ import annotations
@@ -15,9 +23,18 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+import jax.random as jr
 import numpy as np
 
-__all__ = ["SearchOutcome", "search", "curvature_fd"]
+from theorycheck.numeric import search_negative_curvature, verify_curvature
+
+__all__ = ["DENSE_SEARCH_MAX_VOCAB", "Recheck", "SearchOutcome", "recheck", "search"]
+
+#: Largest V for the dense vmapped search; above it the Lanczos search runs.
+DENSE_SEARCH_MAX_VOCAB = 64
+#: Vocabulary-scale search: starts per regime (at most) and descent steps per start.
+LARGE_MAX_STARTS = 4
+LARGE_STEPS = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,7 +45,8 @@ class SearchOutcome:
         found: a verified negative curvature.
         num_samples: number of logit vectors evaluated.
         logits, direction, curvature: the counterexample (float64) when ``found``.
-        curvature_fd: the same curvature by finite differences (second route).
+        curvature_fd: the same curvature by a frozen second difference (second
+            route).
     """
 
     found: bool
@@ -43,16 +61,30 @@ def _bind(loss, sampled, inputs):
     return lambda z: loss(z, sampled, **inputs)
 
 
-def curvature_fd(loss, logits, sampled, inputs, direction, step=1e-4) -> float:
-    """``uᵀ H u`` by central differences of the autodiff gradient along ``u``
-    (float64)."""
-    with jax.enable_x64(True):
-        f = _bind(loss, sampled, inputs)
-        z = jnp.asarray(logits, jnp.float64)
-        u = jnp.asarray(direction, jnp.float64)
-        g = jax.jit(jax.vmap(jax.grad(f)))
-        both = g(jnp.stack([z + step * u, z - step * u]))
-        return float(jnp.dot(u, both[0] - both[1]) / (2 * step))
+@dataclasses.dataclass(frozen=True)
+class Recheck:
+    """Float64 re-check of ``uᵀ H u`` at one point (values for ``u`` as given).
+
+    Attributes:
+        autodiff: by a Hessian-vector product.
+        frozen_fd: by a second difference with ``stop_gradient`` values frozen (None
+            when a ``stop_gradient`` sits inside control flow and cannot be frozen).
+        confirmed: both negative beyond the finite-difference noise, agreeing to 1%.
+    """
+
+    autodiff: float
+    frozen_fd: float | None
+    confirmed: bool
+
+
+def recheck(loss, logits, sampled, inputs, direction) -> Recheck:
+    """``uᵀ H u`` by autodiff and by the frozen second difference (float64)."""
+    u = np.asarray(direction, np.float64)
+    norm2 = float(u @ u)
+    c_hvp, c_fd, ok = verify_curvature(
+        loss, np.asarray(logits, np.float64), sampled, u, inputs=inputs
+    )
+    return Recheck(c_hvp * norm2, None if c_fd is None else c_fd * norm2, bool(ok))
 
 
 def _starts(seed, vocab, sampled, num):
@@ -82,18 +114,23 @@ def search(
 
     Args:
         loss: ``loss(logits, sampled, **inputs)``.
-        vocab: ``V`` (dense Hessians: keep it small, e.g. ≤ 64).
+        vocab: ``V``; dense Hessians up to :data:`DENSE_SEARCH_MAX_VOCAB`, above it
+            :func:`theorycheck.numeric.search_negative_curvature` (HVPs only).
         sampled: ``k``.
         inputs: numeric inputs.
         seed: seed of the start sampler.
-        num_starts: sampled logit vectors.
+        num_starts: sampled logit vectors (above ``V = 64``: starts per regime,
+            capped at :data:`LARGE_MAX_STARTS`).
         refine_steps: Rayleigh-quotient descent steps from the 8 best starts.
-        tol: a curvature counts only below ``-tol * max(1, ||H||)``, and only if the
-            finite-difference route agrees in sign.
+        tol: a curvature counts only below ``-tol * max(1, ||H||)``, and only if
+            :func:`recheck` confirms it (frozen second difference agrees).
 
     Returns:
-        A :class:`SearchOutcome`.
+        A :class:`SearchOutcome`; ``found`` only after :func:`recheck` confirms.
     """
+    if vocab > DENSE_SEARCH_MAX_VOCAB:
+        starts = max(1, min(num_starts, LARGE_MAX_STARTS))
+        return _search_large(loss, vocab, sampled, inputs, seed, starts)
     with jax.enable_x64(True):
         f = _bind(loss, sampled, inputs)
         hess = jax.jit(jax.vmap(jax.hessian(f)))
@@ -140,7 +177,30 @@ def search(
     value, z, u, scale = best
     if not np.isfinite(value) or value >= -tol * max(1.0, scale):
         return SearchOutcome(False, count)
-    fd = curvature_fd(loss, z, sampled, inputs, u)
-    if not fd < 0:
+    check = recheck(loss, z, sampled, inputs, u)
+    if not check.confirmed:
         return SearchOutcome(False, count)
-    return SearchOutcome(True, count, z, u, value, fd)
+    return SearchOutcome(True, count, z, u, check.autodiff, check.frozen_fd)
+
+
+def _search_large(loss, vocab, sampled, inputs, seed, num_starts) -> SearchOutcome:
+    """Vocabulary scale: the Lanczos/HVP search of :mod:`theorycheck.numeric`."""
+    res = search_negative_curvature(
+        loss,
+        vocab,
+        sampled,
+        inputs=inputs,
+        key=jr.key(seed),
+        num_starts=num_starts,
+        steps=LARGE_STEPS,
+    )
+    if not res.found:
+        return SearchOutcome(False, res.num_samples)
+    return SearchOutcome(
+        True,
+        res.num_samples,
+        np.asarray(res.logits),
+        np.asarray(res.direction),
+        float(res.curvature),
+        float(res.curvature_fd),
+    )

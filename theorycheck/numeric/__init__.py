@@ -10,6 +10,7 @@ from theorycheck.numeric._curvature_sampled import sampled_token_min_eigenvalue
 from theorycheck.numeric._curvature_search import (
     SearchResult,
     search_negative_curvature,
+    verify_curvature,
 )
 from theorycheck.numeric._ddot import DdotResult, ddot
 from theorycheck.numeric._divergence import binary_kl, binary_tv, divergence
@@ -51,4 +52,5 @@ __all__ = [
     "second_order",
     "token_stats",
     "topk_predict",
+    "verify_curvature",
 ]

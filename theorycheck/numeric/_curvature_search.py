@@ -195,6 +195,41 @@ def _verify(loss, sampled, static, dynamic, z, x):
     return c_hvp, c_fd, bool(ok)
 
 
+def verify_curvature(
+    loss: Callable,
+    logits,
+    sampled: int,
+    direction,
+    *,
+    inputs: Mapping[str, Any] | None = None,
+) -> tuple[float, float | None, bool]:
+    r"""Float64 re-check of :math:`x^\top H x` at one point by two routes.
+
+    The same check as a search hit gets: a Hessian-vector product (autodiff) and a
+    Richardson second difference of the loss with its ``stop_gradient`` values frozen
+    at ``logits`` (never finite differences of the gradient, which would see the frozen
+    quantities move).
+
+    Args:
+        loss: ``loss(logits, sampled, **inputs) -> scalar``.
+        logits: the point ``[V]``.
+        sampled: the sampled token index ``k``.
+        direction: ``x`` ``[V]`` (normalised here; the values are for the unit vector).
+        inputs: the loss's keyword inputs.
+
+    Returns:
+        ``(c_hvp, c_fd, ok)``: the two values for the unit direction (``c_fd`` is None
+        when a ``stop_gradient`` cannot be frozen) and whether both are negative beyond
+        the finite-difference noise and agree to 1%.
+    """
+    with jax.enable_x64(True):
+        z = jnp.asarray(logits, jnp.float64)
+        x = jnp.asarray(direction, jnp.float64)
+        k = check_sampled(sampled, z.shape[0])
+        k_static, static, dynamic = split_inputs(inputs or {}, loss, z, k)
+        return _verify(loss, k_static, static, dynamic, z, x)
+
+
 def search_negative_curvature(
     loss: Callable,
     vocab: int,
