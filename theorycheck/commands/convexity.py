@@ -38,7 +38,10 @@ def add_arguments(parser) -> None:
         "--sampled", type=int, default=None, help="sampled token for --at"
     )
     parser.add_argument(
-        "--timeout", type=float, default=20.0, help="z3 seconds per claim (default 20)"
+        "--timeout",
+        type=float,
+        default=20.0,
+        help="z3 seconds per claim; the symbolic stages get 5x it (default 20)",
     )
     parser.add_argument(
         "--report", metavar="DIR", help="write a markdown report + plot"

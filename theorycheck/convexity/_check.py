@@ -25,9 +25,14 @@ import numpy as np
 
 from theorycheck._errors import BadInput
 from theorycheck.convexity import _search
+from theorycheck.convexity._budget import Deadline, StageTimeout
 from theorycheck.convexity._resolve import build_inputs, resolve
 
 __all__ = ["ConvexityResult", "check_convexity", "local_check", "sanity_check"]
+
+#: The symbolic stages (structure, then the formal stage's derivations and z3 claims)
+#: share a wall-clock budget of this many times ``timeout_s``.
+SYMBOLIC_BUDGET_FACTOR = 5
 
 
 @dataclasses.dataclass
@@ -163,7 +168,9 @@ def check_convexity(
         spec: registry name or ``path/to/file.py:function``.
         vocab: vocabulary sizes for the formal and numeric stages (each ≥ 2).
         params: ``--set`` values (``adv``, ``q``, hyperparameters).
-        timeout_s: z3 time budget per claim.
+        timeout_s: z3 time budget per claim; the symbolic stages together get
+            ``SYMBOLIC_BUDGET_FACTOR * timeout_s`` of wall clock, after which they
+            report ``unknown`` (timed out) and the verdict rests on the other stages.
         num_starts: numeric search starts per V.
         seed: seed of the numeric search.
 
@@ -206,9 +213,18 @@ def check_convexity(
 
     # 1. Structure (every V), from the symbolic form derived from the JAX function.
     derived = {}
+    budget = Deadline(SYMBOLIC_BUDGET_FACTOR * timeout_s)
+    timed_out = (
+        f"timed out: the symbolic budget ({budget.seconds:.3g} s = "
+        f"{SYMBOLIC_BUDGET_FACTOR} x --timeout) ran out"
+    )
     try:
-        struct, derived = analyse_structure(
-            resolved.loss, sampled, lambda v: numeric_in[v][1], timeout_ms=timeout_ms
+        struct, derived = budget.run(
+            analyse_structure,
+            resolved.loss,
+            sampled,
+            lambda v: numeric_in[v][1],
+            timeout_ms=timeout_ms,
         )
         methods.append(
             {"method": "structure", "status": struct.status, "detail": struct.detail}
@@ -236,6 +252,10 @@ def check_convexity(
                 "detail": f"unsupported operation: {err}; numeric only",
             }
         )
+    except StageTimeout:
+        methods.append(
+            {"method": "structure", "status": "unknown", "detail": timed_out}
+        )
     # 2. Formal, at each requested V (a second route, or the only proof).
     if derived or result.verdict == "unknown":
         for v in sorted(vocab):
@@ -248,16 +268,25 @@ def check_convexity(
                     }
                 )
                 continue
-            try:
+
+            def formal(v=v):
                 d = derived.get(v) or derive(
                     resolved.loss, v, sampled, numeric_in[v][1]
                 )
+                return formal_psd(d, timeout_ms=timeout_ms)
+
+            try:
+                out = budget.run(formal)
             except UnsupportedOperation as err:
                 methods.append(
                     {"method": f"z3 V={v}", "status": "skipped", "detail": str(err)}
                 )
                 continue
-            out = formal_psd(d, timeout_ms=timeout_ms)
+            except StageTimeout:
+                methods.append(
+                    {"method": f"z3 V={v}", "status": "unknown", "detail": timed_out}
+                )
+                continue
             methods.append(
                 {"method": f"z3 V={v}", "status": out.status, "detail": out.detail}
             )

@@ -1,0 +1,48 @@
+"""The symbolic stages run under a wall-clock budget tied to --timeout."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from theorycheck.cli import main
+from theorycheck.convexity._budget import StageTimeout, run_within
+
+
+def test_run_within_returns_raises_and_interrupts():
+    assert run_within(5.0, lambda a, b=0: a + b, 1, b=2) == 3
+    with pytest.raises(ZeroDivisionError):
+        run_within(5.0, lambda: 1 / 0)
+    stopped = threading.Event()
+
+    def endless():
+        try:
+            while True:
+                sum(range(100))
+        finally:
+            stopped.set()
+
+    start = time.monotonic()
+    with pytest.raises(StageTimeout):
+        run_within(0.2, endless)
+    assert time.monotonic() - start < 2.0
+    assert stopped.wait(2.0)  # the abandoned worker was interrupted, not left running
+
+
+def test_sapo_negative_advantage_structure_times_out(capsys):
+    # SymPy does not finish SAPO's transcendental margin (tau_neg = 21/20): with
+    # --timeout 0.2 the symbolic stages stop after 1 s and the numeric search decides.
+    argv = ["convexity", "sapo", "--set", "adv=-1", "--timeout", "0.2", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    methods = {m["method"]: m for m in out["methods"]}
+    assert methods["structure"]["status"] == "unknown"
+    assert "timed out" in methods["structure"]["detail"]
+    assert "(1 s = 5 x --timeout)" in methods["structure"]["detail"]
+    assert out["verdict"] in {"not_convex", "unknown"}
+    if out["verdict"] == "not_convex":
+        assert methods["numeric search"]["status"] == "refuted"
+        assert out["counterexample"]["curvature"] < 0
