@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 
 import pytest
 
 from theorycheck.cli import main
-from theorycheck.convexity._budget import StageTimeout, run_within
+from theorycheck.convexity._budget import StageTimeout, run_in_process, run_within
 
 
 def test_run_within_returns_raises_and_interrupts():
@@ -30,6 +31,16 @@ def test_run_within_returns_raises_and_interrupts():
         run_within(0.2, endless)
     assert time.monotonic() - start < 2.0
     assert stopped.wait(2.0)  # the abandoned worker was interrupted, not left running
+
+
+def test_run_in_process_returns_raises_and_kills():
+    assert run_in_process(60.0, math.factorial, 5) == 120
+    with pytest.raises(ValueError):
+        run_in_process(60.0, math.sqrt, -1.0)
+    start = time.monotonic()
+    with pytest.raises(StageTimeout):
+        run_in_process(0.5, time.sleep, 60)  # killed, not waited for
+    assert time.monotonic() - start < 30.0
 
 
 def test_sapo_negative_advantage_structure_times_out(capsys):

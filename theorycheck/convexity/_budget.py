@@ -1,22 +1,25 @@
 """Wall-clock budget for the symbolic stages (SymPy can run without end on
 transcendental expressions, e.g. SAPO's e^{tau (r - 1)} margin).
 
-The work runs in a daemon worker thread; when the budget is spent the caller gets
-:class:`StageTimeout` at once and the worker is interrupted by an asynchronous exception
-(raised at its next Python bytecode: SymPy is pure Python, z3 calls carry their own
-timeouts), so it stops using the CPU and the interpreter.
+:func:`run_in_process` (the structure stage) runs the work in a spawned process and
+kills it when the budget is spent: a hard limit. :func:`run_within` (the formal stage)
+runs it in a daemon worker thread and interrupts it with an asynchronous exception,
+raised at its next Python bytecode; that is best effort, because a C call that holds
+the GIL (SymPy's heuristic gcd inside ``math.gcd``) delays both the interrupt and the
+caller's return.
 """
 
 from __future__ import annotations
 
 import ctypes
+import multiprocessing
 import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Deadline", "StageTimeout", "run_within"]
+__all__ = ["Deadline", "StageTimeout", "run_in_process", "run_within"]
 
 
 class StageTimeout(Exception):
@@ -83,6 +86,52 @@ def run_within(seconds: float, fn: Callable[..., Any], *args, **kwargs) -> Any:
     return box["value"]
 
 
+def _child(conn, fn, args, kwargs):
+    try:
+        conn.send((True, fn(*args, **kwargs)))
+    except BaseException as err:  # re-raised in the parent
+        conn.send((False, err))
+    finally:
+        conn.close()
+
+
+def run_in_process(seconds: float, fn: Callable[..., Any], *args, **kwargs) -> Any:
+    """``fn(*args, **kwargs)`` in a fresh (spawned) process, killed after ``seconds``.
+
+    A thread cannot be stopped while a C call holds the GIL (SymPy's heuristic gcd on
+    huge integers runs minutes inside ``math.gcd``); a process can. ``fn`` must be a
+    module-level function and its arguments and result picklable.
+
+    Raises:
+        StageTimeout: the budget was spent (the process is killed).
+        Exception: whatever ``fn`` raised.
+    """
+    if seconds <= 0:
+        raise StageTimeout("no time left")
+    ctx = multiprocessing.get_context("spawn")
+    receiver, sender = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(sender, fn, args, kwargs), daemon=True)
+    proc.start()
+    sender.close()
+    try:
+        if not receiver.poll(seconds):
+            raise StageTimeout(f"ran past {seconds:.3g} s")
+        try:
+            ok, value = receiver.recv()
+        except EOFError:
+            raise RuntimeError(
+                f"the symbolic worker died (exit code {proc.exitcode})"
+            ) from None
+    finally:
+        receiver.close()
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
+    if not ok:
+        raise value
+    return value
+
+
 class Deadline:
     """One budget shared by consecutive stages."""
 
@@ -94,5 +143,10 @@ class Deadline:
         return self._end - time.monotonic()
 
     def run(self, fn: Callable[..., Any], *args, **kwargs) -> Any:
-        """``fn`` within the time left (:class:`StageTimeout` otherwise)."""
+        """``fn`` in a worker thread within the time left (:class:`StageTimeout`
+        otherwise; best effort: a C call holding the GIL delays the return)."""
         return run_within(self.left(), fn, *args, **kwargs)
+
+    def run_in_process(self, fn: Callable[..., Any], *args, **kwargs) -> Any:
+        """``fn`` in a spawned process within the time left (hard limit)."""
+        return run_in_process(self.left(), fn, *args, **kwargs)

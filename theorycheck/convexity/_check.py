@@ -150,6 +150,19 @@ def _recheck(loss, logits, u, inputs, where: str) -> tuple[dict[str, str], float
     }, curv
 
 
+def _structure_job(spec: str, params, sampled: int, timeout_ms: int):
+    """The structure stage, run in a separate process (module level: picklable)."""
+    from theorycheck.convexity._structural import analyse_structure
+
+    resolved = resolve(spec)
+    return analyse_structure(
+        resolved.loss,
+        sampled,
+        lambda v: build_inputs(resolved, params, v, sampled)[1],
+        timeout_ms=timeout_ms,
+    )
+
+
 def check_convexity(
     spec: str,
     *,
@@ -184,7 +197,7 @@ def check_convexity(
     # SymPy and z3 are imported here only: the local check (--at) does not need them.
     from theorycheck.bridge import UnsupportedOperation
     from theorycheck.convexity._formal_stage import formal_psd
-    from theorycheck.convexity._structural import analyse_structure, derive
+    from theorycheck.convexity._structural import derive
 
     params = dict(params or {})
     if not vocab or min(vocab) < 2:
@@ -214,17 +227,14 @@ def check_convexity(
     # 1. Structure (every V), from the symbolic form derived from the JAX function.
     derived = {}
     budget = Deadline(SYMBOLIC_BUDGET_FACTOR * timeout_s)
+    structure_timed_out = False
     timed_out = (
         f"timed out: the symbolic budget ({budget.seconds:.3g} s = "
         f"{SYMBOLIC_BUDGET_FACTOR} x --timeout) ran out"
     )
     try:
-        struct, derived = budget.run(
-            analyse_structure,
-            resolved.loss,
-            sampled,
-            lambda v: numeric_in[v][1],
-            timeout_ms=timeout_ms,
+        struct, derived = budget.run_in_process(
+            _structure_job, spec, params, sampled, timeout_ms
         )
         methods.append(
             {"method": "structure", "status": struct.status, "detail": struct.detail}
@@ -253,6 +263,7 @@ def check_convexity(
             }
         )
     except StageTimeout:
+        structure_timed_out = True
         methods.append(
             {"method": "structure", "status": "unknown", "detail": timed_out}
         )
@@ -266,6 +277,13 @@ def check_convexity(
                         "status": "skipped",
                         "detail": "formal stage runs for V <= 5",
                     }
+                )
+                continue
+
+            if structure_timed_out and v in (3, 4):
+                # The same derivation as the structure stage: it would run out again.
+                methods.append(
+                    {"method": f"z3 V={v}", "status": "unknown", "detail": timed_out}
                 )
                 continue
 
