@@ -29,7 +29,12 @@ from theorycheck._errors import BadInput
 from theorycheck.numeric import _checks
 from theorycheck.numeric._ddot import DDOT_KINDS, DdotResult, reduced_ddot
 from theorycheck.numeric._divergence import reduced_divergence
-from theorycheck.numeric._support import SUPPORTS, Reduced, TopKBehavior
+from theorycheck.numeric._support import (
+    SUPPORTS,
+    Reduced,
+    TopKBehavior,
+    support_slots,
+)
 
 GATHERED_ESTIMATORS = ("topk_aggregated", "topk_uniform")
 
@@ -57,19 +62,7 @@ def reduce_gathered(
         other = jnp.asarray(behavior.sampled_logp, found.dtype)[..., None]
     k_in = jnp.any(hit, axis=-1, keepdims=True)
     logmu_k = jnp.where(k_in, found, other)
-    if support == "union":
-        slot_ids = jnp.concatenate([ids, k.astype(ids.dtype)], axis=-1)
-        slot_mu = jnp.concatenate([vals, logmu_k], axis=-1)
-        valid = jnp.concatenate([jnp.ones_like(ids, bool), ~k_in], axis=-1)
-    else:
-        last = jax.lax.broadcasted_iota(ids.dtype, ids.shape, ids.ndim - 1) == (
-            ids.shape[-1] - 1
-        )
-        replace = ~k_in & last
-        slot_ids = jnp.where(replace, k.astype(ids.dtype), ids)
-        slot_mu = jnp.where(replace, logmu_k, vals)
-        valid = jnp.ones_like(ids, bool)
-    slot_mu = jnp.where(valid, slot_mu, -jnp.inf)
+    slot_ids, slot_mu, valid = support_slots(ids, vals, k, logmu_k, k_in, support)
     slot_pi = jnp.take_along_axis(policy_logp, slot_ids, axis=-1)
     n_tail = vocab - jnp.sum(valid, axis=-1)
 

@@ -110,6 +110,28 @@ def sampled_behavior_logp(behavior, sampled: Array) -> Array:
     return jnp.where(jnp.any(hit, axis=-1), found, other)
 
 
+
+def support_slots(ids, vals, k, logmu_k, k_in, support: str):
+    """Slots of S (ids, log μ, valid) from the behavior top-K and the sampled token.
+
+    ``"union"`` appends k as an extra slot (invalid when k is already in the top-K);
+    ``"k_slots"`` writes k over the K-th slot when it is missing (module doc).
+    """
+    if support == "union":
+        slot_ids = jnp.concatenate([ids, k.astype(ids.dtype)], axis=-1)
+        slot_mu = jnp.concatenate([vals, logmu_k], axis=-1)
+        valid = jnp.concatenate([jnp.ones_like(ids, bool), ~k_in], axis=-1)
+    else:
+        last = jax.lax.broadcasted_iota(ids.dtype, ids.shape, ids.ndim - 1) == (
+            ids.shape[-1] - 1
+        )
+        replace = ~k_in & last
+        slot_ids = jnp.where(replace, k.astype(ids.dtype), ids)
+        slot_mu = jnp.where(replace, logmu_k, vals)
+        valid = jnp.ones_like(ids, bool)
+    slot_mu = jnp.where(valid, slot_mu, -jnp.inf)
+    return slot_ids, slot_mu, valid
+
 def reduce_to_support(
     behavior,
     logp: Float[Array, "*batch V"],
@@ -147,19 +169,7 @@ def reduce_to_support(
     vals = vals.astype(logp.dtype)
     logmu_k = sampled_behavior_logp(behavior, sampled).astype(logp.dtype)[..., None]
     k_in = jnp.any(ids == k, axis=-1, keepdims=True)
-    if support == "union":
-        slot_ids = jnp.concatenate([ids, k.astype(ids.dtype)], axis=-1)
-        slot_mu = jnp.concatenate([vals, logmu_k], axis=-1)
-        valid = jnp.concatenate([jnp.ones_like(ids, bool), ~k_in], axis=-1)
-    else:
-        last = jax.lax.broadcasted_iota(ids.dtype, ids.shape, ids.ndim - 1) == (
-            ids.shape[-1] - 1
-        )
-        replace = ~k_in & last
-        slot_ids = jnp.where(replace, k.astype(ids.dtype), ids)
-        slot_mu = jnp.where(replace, logmu_k, vals)
-        valid = jnp.ones_like(ids, bool)
-    slot_mu = jnp.where(valid, slot_mu, -jnp.inf)
+    slot_ids, slot_mu, valid = support_slots(ids, vals, k, logmu_k, k_in, support)
     is_k = (slot_ids == k) & valid
     in_s = _support_mask(slot_ids, valid, vocab)
     tail_logp = jnp.where(in_s, -jnp.inf, logp)
