@@ -36,7 +36,13 @@ HIGH_PRECISION = 50
 @dataclasses.dataclass(frozen=True)
 class Derived:
     """The loss at one V: expression, gradient and Hessian in probability
-    coordinates."""
+    coordinates.
+
+    ``gradient_w``/``hessian_w`` are the same forms with every frozen
+    (``stop_gradient``) value left as an opaque symbol; ``frozen`` maps those symbols
+    to their values in probability coordinates. An identity that holds with the
+    symbols free holds for their values (the structure fits use this).
+    """
 
     vocab: int
     logits: tuple[sp.Symbol, ...]
@@ -44,15 +50,73 @@ class Derived:
     gradient: symbolic.ProbabilityForm
     hessian: symbolic.ProbabilityForm
     hessian_z: sp.Matrix
+    gradient_w: symbolic.ProbabilityForm | None = None
+    hessian_w: symbolic.ProbabilityForm | None = None
+    frozen: tuple[tuple[sp.Symbol, sp.Expr], ...] = ()
+
+
+def _substitute(form: symbolic.ProbabilityForm, values) -> symbolic.ProbabilityForm:
+    """``form`` with the frozen symbols replaced by their values (cells folded)."""
+    out = form.expr.xreplace(dict(values))
+
+    def tidy(a):
+        if not a.has(sp.Piecewise):
+            return sp.cancel(a)
+        folded = symbolic.fold_cells(a, None, sp.Interval.open(0, 1))
+        return a if folded is None else folded
+
+    out = out.applyfunc(tidy) if isinstance(out, sp.MatrixBase) else tidy(out)
+    entries = list(out) if isinstance(out, sp.MatrixBase) else [out]
+    transcendental = any(
+        a.has(sp.exp, sp.log, sp.cosh, sp.sinh, sp.tanh) for a in entries
+    )
+    return symbolic.ProbabilityForm(
+        out, form.variables, form.shift_invariant, transcendental
+    )
 
 
 def derive(loss, vocab: int, sampled: int, exact_inputs) -> Derived:
     """Translates the JAX loss at ``V = vocab`` and derives its logit
-    gradient/Hessian."""
+    gradient/Hessian.
+
+    Frozen values (masks, weights, targets) are constants of the derivatives: they
+    are converted to probability coordinates once each, not once per Hessian entry.
+    """
     z = sp.symbols(f"z0:{vocab}", real=True)
     expr = sympy_from_jax(loss, z, sampled=sampled, inputs=exact_inputs)
-    grad = sp.Matrix(symbolic.logit_gradient(expr, z))
     hess = symbolic.logit_hessian(expr, z)
+    frozen = sorted(expr.atoms(symbolic.Frozen), key=sp.default_sort_key)
+    if frozen:
+        marks = [sp.Dummy(f"w{j}", real=True) for j in range(len(frozen))]
+        body = expr.xreplace(dict(zip(frozen, marks)))
+        grad_w = symbolic.to_probability(
+            sp.Matrix(symbolic.logit_gradient(body, z)), z
+        )
+        hess_w = symbolic.to_probability(symbolic.logit_hessian(body, z), z)
+        used = [
+            (m, f) for m, f in zip(marks, frozen) if m in body.free_symbols
+        ]
+        values = [
+            (m, symbolic.to_probability(symbolic.unfreeze(f), z)) for m, f in used
+        ]
+        if (
+            grad_w.shift_invariant
+            and hess_w.shift_invariant
+            and all(v.shift_invariant for _, v in values)
+        ):
+            values = tuple((m, v.expr) for m, v in values)
+            return Derived(
+                vocab,
+                z,
+                expr,
+                _substitute(grad_w, values),
+                _substitute(hess_w, values),
+                hess,
+                grad_w,
+                hess_w,
+                values,
+            )
+    grad = sp.Matrix(symbolic.logit_gradient(expr, z))
     return Derived(
         vocab,
         z,
@@ -259,16 +323,37 @@ def _same(a: sp.Expr, b: sp.Expr) -> bool:
     return symbolic.is_zero(a - b)
 
 
-def _fit_whole(d3: Derived, d4: Derived, sampled: int):
-    forms = []
-    for d in (d3, d4):
-        if not (d.hessian.shift_invariant and d.gradient.shift_invariant):
+def _fit_one(d: Derived, sampled: int):
+    """The sampled-token fit at one V: found with frozen values as free symbols
+    (sound: an identity for every value holds for the actual one), then the values
+    substituted; ``f'``, ``f''`` must depend on ``pi_k`` alone."""
+    grad, hess = d.gradient_w or d.gradient, d.hessian_w or d.hessian
+    if not (hess.shift_invariant and grad.shift_invariant):
+        return None
+    fit = symbolic.fit_sampled_token(
+        list(grad.expr), hess.expr, hess.variables, sampled
+    )
+    if fit is None or not d.frozen:
+        return fit
+    values = dict(d.frozen)
+    parts = []
+    for e in (fit.fprime, fit.fsecond):
+        e = e.xreplace(values)
+        if e.has(sp.Piecewise):
+            folded = symbolic.fold_cells(e, fit.policy_k, sp.Interval.open(0, 1))
+            if folded is None:
+                return None
+            e = folded
+        else:
+            e = sp.cancel(e)
+        if e.free_symbols - {fit.policy_k}:
             return None
-        forms.append(
-            symbolic.fit_sampled_token(
-                list(d.gradient.expr), d.hessian.expr, d.hessian.variables, sampled
-            )
-        )
+        parts.append(e)
+    return symbolic.SampledTokenFit(parts[0], parts[1], fit.policy_k)
+
+
+def _fit_whole(d3: Derived, d4: Derived, sampled: int):
+    forms = [_fit_one(d, sampled) for d in (d3, d4)]
     if None in forms:
         return None
     a, b = forms
@@ -281,7 +366,12 @@ def _fit_whole(d3: Derived, d4: Derived, sampled: int):
 
 
 def _term_family(term: sp.Expr, z: tuple[sp.Symbol, ...]) -> tuple[str, bool] | None:
-    """(family, convex) of one additive term at this V, or None if unrecognised."""
+    """(family, convex) of one additive term at this V, or None if unrecognised.
+
+    A term with a frozen value that moves with the logits (a mask, a detached ratio)
+    is not in these families' constant-coefficient form: None, without deriving."""
+    if any(f.free_symbols & set(z) for f in term.atoms(symbolic.Frozen)):
+        return None
     hz = symbolic.logit_hessian(term, z)
     hp = symbolic.to_probability(hz, z)
     if hp.shift_invariant:
@@ -336,23 +426,28 @@ def analyse_structure(
     Returns:
         ``(result, derived)`` with the derived forms by ``V`` (reused by later stages).
     """
-    derived = {v: derive(loss, v, sampled, exact_inputs_fn(v)) for v in (3, 4)}
-    fit = _fit_whole(derived[3], derived[4], sampled)
-    if fit is not None:
-        return _sampled_token(fit, timeout_ms), derived
+    # V = 3 first: a family must be recognised there before V = 4 is derived.
+    derived = {3: derive(loss, 3, sampled, exact_inputs_fn(3))}
+    if _fit_one(derived[3], sampled) is not None:
+        derived[4] = derive(loss, 4, sampled, exact_inputs_fn(4))
+        fit = _fit_whole(derived[3], derived[4], sampled)
+        if fit is not None:
+            return _sampled_token(fit, timeout_ms), derived
     families = []
     for v in (3, 4):
+        if v not in derived:
+            derived[v] = derive(loss, v, sampled, exact_inputs_fn(v))
         terms = [
             t
             for t in sp.Add.make_args(derived[v].expr)
             if t.free_symbols & set(derived[v].logits)
         ]
         families.append([_term_family(t, derived[v].logits) for t in terms])
-    if (
-        families[0]
-        and all(f is not None for fs in families for f in fs)
-        and set(families[0]) == set(families[1])
-    ):
+        if not families[-1] or None in families[-1]:
+            return StructureResult(
+                None, "unknown", None, "no structural family recognised"
+            ), derived
+    if set(families[0]) == set(families[1]):
         names = sorted({f[0] for f in families[0]})
         if all(f[1] for f in families[0]):
             return StructureResult(

@@ -1,5 +1,6 @@
 """SymPy-only engine (never imports jax): logit gradients, Hessians, structure."""
 
+from theorycheck.symbolic._cells import fold_cells, piecewise_cells
 from theorycheck.symbolic._derive import (
     ProbabilityForm,
     logit_gradient,
@@ -40,12 +41,14 @@ __all__ = [
     "ddot_kl",
     "ddot_tv",
     "fit_cross_entropy",
+    "fold_cells",
     "fit_regression",
     "fit_sampled_token",
     "is_zero",
     "log_softmax",
     "logit_gradient",
     "logit_hessian",
+    "piecewise_cells",
     "sampled_token_condition",
     "sampled_token_hessian",
     "sampled_token_identity",

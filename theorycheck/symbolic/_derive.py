@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import sympy as sp
 
+from theorycheck.symbolic._cells import fold_cells
 from theorycheck.symbolic._frozen import unfreeze
 
 __all__ = [
@@ -175,11 +176,10 @@ def to_probability(expr: sp.Basic, logits: Sequence[sp.Symbol]) -> ProbabilityFo
     if invariant:
 
         def tidy(a):
-            return (
-                sp.cancel(sp.piecewise_fold(a))
-                if not a.has(sp.Piecewise)
-                else sp.piecewise_fold(a)
-            )
+            if not a.has(sp.Piecewise):
+                return sp.cancel(a)
+            folded = fold_cells(a, None, sp.Interval.open(0, 1))
+            return sp.piecewise_fold(a) if folded is None else folded
 
         out = trial.applyfunc(tidy) if isinstance(trial, sp.MatrixBase) else tidy(trial)
         variables = p

@@ -40,6 +40,8 @@ from collections.abc import Sequence
 
 import sympy as sp
 
+from theorycheck.symbolic._cells import condition_set, fold_cells, piecewise_cells
+
 __all__ = [
     "CrossEntropyFit",
     "condition_set",
@@ -53,28 +55,6 @@ __all__ = [
     "sampled_token_identity",
     "total_variance_gap",
 ]
-
-
-@functools.lru_cache(maxsize=4096)
-def condition_set(cond: sp.Basic, x: sp.Symbol, domain: sp.Set) -> sp.Set:
-    """The set of ``x`` in ``domain`` where the boolean ``cond`` holds (SymPy solveset).
-
-    Examples:
-        >>> x = sp.Symbol("x", positive=True)
-        >>> condition_set((x >= 2) & (x < 3), x, sp.Interval.open(0, 10))
-        Interval.Ropen(2, 3)
-    """
-    if cond == sp.true:
-        return domain
-    if cond == sp.false:
-        return sp.S.EmptySet
-    if isinstance(cond, sp.And):
-        return sp.Intersection(*[condition_set(c, x, domain) for c in cond.args])
-    if isinstance(cond, sp.Or):
-        return sp.Union(*[condition_set(c, x, domain) for c in cond.args])
-    if isinstance(cond, sp.Not):
-        return sp.Complement(domain, condition_set(cond.args[0], x, domain))
-    return sp.solveset(cond, x, domain)
 
 
 def _live_branches(pw: sp.Piecewise) -> list[sp.Expr]:
@@ -112,6 +92,9 @@ def _live_indices(args: tuple, x: sp.Symbol) -> tuple[int, ...]:
 def is_zero(expr: sp.Expr) -> bool:
     """True only when ``expr`` is identically zero (branch by branch for Piecewise;
     branches whose region is provably empty are skipped)."""
+    cells = piecewise_cells(expr) if expr.has(sp.Piecewise) else None
+    if cells is not None:
+        return all(sp.cancel(sp.together(value)) == 0 for _, value in cells)
     expr = sp.piecewise_fold(expr)
     if isinstance(expr, sp.Piecewise):
         return all(is_zero(branch) for branch in _live_branches(expr))
@@ -119,7 +102,10 @@ def is_zero(expr: sp.Expr) -> bool:
 
 
 def _cancel(expr: sp.Expr) -> sp.Expr:
-    """``cancel`` applied branch by branch (Piecewise folded first)."""
+    """``cancel`` applied branch by branch (split into cells, else Piecewise folded)."""
+    folded = fold_cells(expr) if expr.has(sp.Piecewise) else None
+    if folded is not None:
+        return folded
     expr = sp.piecewise_fold(expr)
     if isinstance(expr, sp.Piecewise):
         return sp.Piecewise(*[(sp.cancel(b), c) for b, c in expr.args])
