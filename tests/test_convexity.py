@@ -67,6 +67,41 @@ def test_check_convexity_is_pg_positive_advantage_condition():
     assert "pi_k >= 1/2" in res.condition
 
 
+@pytest.mark.slow
+def test_check_convexity_mask_regions_are_exact():
+    # DPPO binary-TV with A < 0 (q = 1/2, delta = 0.15): the mask freezes the token
+    # for q - pi_k > delta, so H = 0 there and the loss is convex exactly there.
+    tv = _check("dppo_binary_tv", -1.0)
+    assert tv.verdict == "not_convex" and tv.scope == "all V >= 3"
+    assert tv.condition.startswith("pi_k < 7/20 (V >= 3)")
+    # Binary-KL: the threshold solves -log(4p(1-p))/2 = delta = 0.05; compare the
+    # exact SymPy boundary with a float bisection of the same equation.
+    kl = _check("dppo_binary_kl", -1.0)
+    assert kl.verdict == "not_convex" and kl.condition.startswith("pi_k < ")
+    import sympy as sp
+
+    bound = float(sp.sympify(kl.condition.split("(V >= 3)")[0][len("pi_k < "):]))
+    lo, hi = 1e-9, 0.5
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if -np.log(4 * mid * (1 - mid)) / 2 > 0.05 else (lo, mid)
+    assert abs(bound - lo) < 1e-12
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["glm5", "dppo_capped"])
+def test_check_convexity_frozen_mask_convex_with_a_note(name):
+    # A >= 0 times a detached nonnegative weight: H = w A S, PSD everywhere with the
+    # weight held constant. The weight switches with the logits: the note says so.
+    res = _check(name, 1.0)
+    assert res.verdict == "convex" and res.scope == "all V >= 2", res.methods
+    notes = [m for m in res.methods if m["method"] == "frozen switches"]
+    assert notes and "not smooth" in notes[0]["detail"]
+    assert not any(
+        m["method"] == "frozen switches" for m in _check("sft", 1.0).methods
+    )
+
+
 def test_check_convexity_user_file_condition_from_one_definition():
     res = _check(EX + "is_surrogate.py:loss", 1.0)
     assert res.verdict == "not_convex"

@@ -95,6 +95,23 @@ def _has_live_kink(derived) -> bool:
     return any(a.free_symbols & z for a in body.atoms(sp.Piecewise, sp.Min, sp.Max))
 
 
+def _has_frozen_switch(derived) -> bool:
+    """True when a ``Frozen`` value holds a Piecewise whose condition moves with the
+    logits (a detached mask or clipped weight)."""
+    import sympy as sp
+
+    from theorycheck.symbolic import Frozen
+
+    z = set(derived.logits)
+    return any(
+        c.free_symbols & z
+        for f in derived.expr.atoms(Frozen)
+        for pw in f.atoms(sp.Piecewise)
+        for _, c in pw.args
+        if isinstance(c, sp.Basic)
+    )
+
+
 def _shape_check(loss, vocab: int, sampled: int, inputs) -> None:
     """Traces the loss once (no compilation): it must run and return a scalar."""
     try:
@@ -392,6 +409,17 @@ def check_convexity(
                 "status": "unknown",
                 "detail": "Hessian PSD on every smooth piece; the loss has "
                 "non-frozen Piecewise kinks, which are not analysed",
+            }
+        )
+    if result.verdict == "convex" and derived and _has_frozen_switch(derived[3]):
+        methods.append(
+            {
+                "method": "frozen switches",
+                "status": "note",
+                "detail": "a stop_gradient value (mask or clipped weight) switches "
+                "with the logits: the Hessian is PSD with it held constant, as "
+                "training differentiates it; where it switches the loss is not smooth "
+                "(a mask makes it jump), which the verdict does not cover",
             }
         )
     if result.verdict == "unknown" and not result.scope:

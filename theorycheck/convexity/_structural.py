@@ -324,18 +324,31 @@ def _same(a: sp.Expr, b: sp.Expr) -> bool:
 
 
 def _fit_one(d: Derived, sampled: int):
-    """The sampled-token fit at one V: found with frozen values as free symbols
-    (sound: an identity for every value holds for the actual one), then the values
-    substituted; ``f'``, ``f''`` must depend on ``pi_k`` alone."""
-    grad, hess = d.gradient_w or d.gradient, d.hessian_w or d.hessian
+    """The sampled-token fit at one V.
+
+    First with frozen values as free symbols (sound: an identity for every value
+    holds for the actual one; cheap when a frozen mask has conditions in many
+    probabilities), the values substituted afterwards; else on the substituted
+    forms directly. ``f'``, ``f''`` must depend on ``pi_k`` alone.
+    """
+    if d.frozen:
+        fit = _fit_forms(d.gradient_w, d.hessian_w, sampled)
+        if fit is not None:
+            fit = _with_values(fit, dict(d.frozen))
+            if fit is not None:
+                return fit
+    return _fit_forms(d.gradient, d.hessian, sampled)
+
+
+def _fit_forms(grad, hess, sampled: int):
     if not (hess.shift_invariant and grad.shift_invariant):
         return None
-    fit = symbolic.fit_sampled_token(
+    return symbolic.fit_sampled_token(
         list(grad.expr), hess.expr, hess.variables, sampled
     )
-    if fit is None or not d.frozen:
-        return fit
-    values = dict(d.frozen)
+
+
+def _with_values(fit: symbolic.SampledTokenFit, values):
     parts = []
     for e in (fit.fprime, fit.fsecond):
         e = e.xreplace(values)
@@ -368,9 +381,15 @@ def _fit_whole(d3: Derived, d4: Derived, sampled: int):
 def _term_family(term: sp.Expr, z: tuple[sp.Symbol, ...]) -> tuple[str, bool] | None:
     """(family, convex) of one additive term at this V, or None if unrecognised.
 
-    A term with a frozen value that moves with the logits (a mask, a detached ratio)
-    is not in these families' constant-coefficient form: None, without deriving."""
-    if any(f.free_symbols & set(z) for f in term.atoms(symbolic.Frozen)):
+    A term whose frozen value switches with the logits (a detached mask) is not in
+    these families' form (its coefficient is not a constant): None, without the
+    costly derivation of the mask in every Hessian entry."""
+    if any(
+        c.free_symbols & set(z)
+        for f in term.atoms(symbolic.Frozen)
+        for pw in f.atoms(sp.Piecewise)
+        for _, c in pw.args
+    ):
         return None
     hz = symbolic.logit_hessian(term, z)
     hp = symbolic.to_probability(hz, z)

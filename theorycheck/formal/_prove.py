@@ -59,6 +59,49 @@ def _holds(expr: sp.Basic, point: Mapping[sp.Symbol, sp.Rational]) -> bool:
     return bool(val)
 
 
+#: Digits of the rational enclosure of a transcendental constant.
+ENCLOSURE_DIGITS = 30
+
+
+def _enclose_constants(exprs: Sequence[sp.Basic]):
+    """Replaces each maximal irrational numeric subexpression (``exp(-20)``,
+    ``log(2)``, ``sqrt(e^{1/5} - e^{1/10})``) by a fresh variable ``k`` with
+    ``lo <= k <= hi``, ``lo``/``hi`` rationals 10⁻³⁰ apart around its value.
+
+    A proof for every ``k`` in the enclosure is a proof for the true constant; a
+    counterexample is re-checked with the true constants (see :func:`prove`).
+
+    Returns:
+        ``(rewritten exprs, new variables, enclosure assumptions)``.
+    """
+    found: dict[sp.Basic, sp.Symbol] = {}
+    bounds: list[sp.Basic] = []
+
+    def walk(e):
+        if (
+            isinstance(e, sp.Expr)
+            and e.is_number
+            and not e.is_Rational
+            and not isinstance(e, sp.Piecewise)
+        ):
+            if e not in found:
+                value = sp.N(e, ENCLOSURE_DIGITS + 10)
+                if not (value.is_Float and value.is_finite):
+                    return e
+                k = sp.Symbol(f"const{len(found)}", real=True)
+                mid = sp.Rational(str(value))
+                slack = sp.Rational(1, 10**ENCLOSURE_DIGITS) * max(1, abs(mid))
+                found[e] = k
+                bounds.extend([k >= mid - slack, k <= mid + slack])
+            return found[e]
+        if not e.args:
+            return e
+        return e.func(*[walk(a) for a in e.args])
+
+    out = [walk(sp.sympify(e)) for e in exprs]
+    return out, list(found.values()), bounds
+
+
 def prove(
     claim: sp.Basic,
     variables: Sequence[sp.Symbol],
@@ -86,10 +129,11 @@ def prove(
         >>> r.status, float(r.counterexample["x"]) ** 2 < 2
         ('refuted', True)
     """
-    names = {s: z3.Real(s.name) for s in variables}
+    rewritten, consts, bounds = _enclose_constants([claim, *assumptions])
+    names = {s: z3.Real(s.name) for s in [*variables, *consts]}
     try:
-        goal = encode(claim, names)
-        context = [encode(a, names) for a in assumptions]
+        goal = encode(rewritten[0], names)
+        context = [encode(a, names) for a in [*rewritten[1:], *bounds]]
     except NotImplementedError as err:
         return ProofResult("unknown", None, f"not encodable: {err}")
     solver = z3.Solver()

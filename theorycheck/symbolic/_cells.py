@@ -145,7 +145,7 @@ def piecewise_cells(
         >>> p = sp.Symbol("p", positive=True)
         >>> e = sp.Piecewise((0, p < sp.Rational(1, 2)), (p, True))
         >>> [(str(c), v) for c, v in piecewise_cells(e, p, sp.Interval.open(0, 1))]
-        [('Interval.open(0, 1/2)', 0), ('{1/2}', 1/2), ('Interval.open(1/2, 1)', p)]
+        [('Interval.open(0, 1/2)', 0), ('{1/2}', p), ('Interval.open(1/2, 1)', p)]
     """
     rels = _relations(expr)
     if not rels:
