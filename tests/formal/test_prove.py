@@ -63,7 +63,8 @@ def test_transcendental_constants_are_enclosed_for_proofs():
     # and the exact re-check (true constants) confirms it.
     res = prove(X > tiny / 2, [X], assumptions=[X > 0, X < 1])
     assert res.status == "refuted"
-    x = sp.Rational(res.counterexample["x"].numerator, res.counterexample["x"].denominator)
+    frac = res.counterexample["x"]
+    x = sp.Rational(frac.numerator, frac.denominator)
     assert x <= tiny / 2
 
 

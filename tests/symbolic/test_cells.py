@@ -1,4 +1,4 @@
-"""Cell splitting of univariate Piecewise expressions (``theorycheck.symbolic._cells``)."""
+"""Cell splitting of univariate Piecewise expressions (``symbolic._cells``)."""
 
 import sympy as sp
 from hypothesis import given, settings
@@ -48,7 +48,8 @@ def test_transcendental_boundary_is_decided_exactly():
     cells = piecewise_cells(expr, P, UNIT)
     assert len(cells) == 5
     lo = cells[1][0].args[0]
-    assert abs(float(lo) - (0.5 - (sp.exp(0.2) - sp.exp(0.1)) ** 0.5 * sp.exp(-0.1) / 2)) < 1e-12
+    expected = 0.5 - (sp.exp(0.2) - sp.exp(0.1)) ** 0.5 * sp.exp(-0.1) / 2
+    assert abs(float(lo) - expected) < 1e-12
     # On the boundary the strict inequality is false, so the second branch holds.
     assert [v for _, v in cells] == [0, P, P, P, 0]
 

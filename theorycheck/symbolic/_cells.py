@@ -205,7 +205,8 @@ def fold_cells(
     Examples:
         >>> p = sp.Symbol("p", positive=True)
         >>> half = sp.Rational(1, 2)
-        >>> e = sp.Piecewise((0, p < half), (p, True)) * sp.Piecewise((2, p < 1), (3, True))
+        >>> e = sp.Piecewise((0, p < half), (p, True))
+        >>> e = e * sp.Piecewise((2, p < 1), (3, True))
         >>> fold_cells(e, p, sp.Interval.open(0, 1))
         Piecewise((0, p < 1/2), (2*p, True))
     """
