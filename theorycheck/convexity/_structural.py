@@ -223,6 +223,27 @@ def _scan(cond_expr: sp.Expr, p: sp.Symbol) -> Fraction | None:
     return None
 
 
+def _interior_witness(expr: sp.Expr, p: sp.Symbol, found: Fraction) -> Fraction:
+    """A point where ``expr < 0``, away from the boundary when possible.
+
+    z3 tends to answer a boundary point (e.g. exactly where a mask switches), where
+    float64 rounds to the other side and cannot confirm. Among the grid points
+    1/64..63/64 where ``expr < 0`` (50 digits), the one with the largest
+    ``|expr| p (1 - p)`` (the witness curvature scales with ``p (1 - p)``) is
+    preferred; otherwise the solver's point stands.
+    """
+    best, best_value = found, None
+    for i in range(1, 64):
+        x = Fraction(i, 64)
+        val = sp.N(expr.subs(p, sp.Rational(i, 64)), HIGH_PRECISION)
+        if not (val.is_real and val < 0):
+            continue
+        val = val * float(x * (1 - x))
+        if best_value is None or val < best_value:
+            best, best_value = x, val
+    return best
+
+
 def _prove_branchwise(expr: sp.Expr, p: sp.Symbol, timeout_ms: int):
     """Proves ``expr >= 0`` on (0, 1) for every Piecewise branch value, ignoring the
     branch conditions (a stronger claim, so a proof is sound); constants exactly."""
@@ -299,7 +320,11 @@ def _sampled_token(fit: symbolic.SampledTokenFit, timeout_ms: int) -> StructureR
         condition = None  # the two routes disagree: report no region
     for name in ("fprime", "margin"):
         if results[name].status == "refuted":
-            pk = results[name].counterexample[p.name]
+            pk = _interior_witness(
+                -f1 if name == "fprime" else margin,
+                p,
+                results[name].counterexample[p.name],
+            )
             return StructureResult(
                 "sampled_token", "refuted", condition, detail, (pk, name), fit
             )
