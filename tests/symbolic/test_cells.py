@@ -92,3 +92,13 @@ def test_is_zero_uses_cells_and_still_detects_nonzero():
     assert is_zero(a - b)
     c = sp.Piecewise((2 * P * Q, P <= half), (2 * Q, True))  # differs at p = 1/2 only
     assert not is_zero(a - c)
+
+
+def test_one_boundary_written_two_ways_is_one_point():
+    # log(4)/4 and log(2)/2 are the same number; SymPy keeps both forms.
+    assert sp.log(4) / 4 != sp.log(2) / 2
+    a = sp.Piecewise((0, P < sp.log(4) / 4), (P, True))
+    b = sp.Piecewise((1, P <= sp.log(2) / 2), (2, True))
+    cells = piecewise_cells(a + b, P, UNIT)
+    assert cells is not None and len(cells) == 3
+    assert [v for _, v in cells] == [1, P + 1, P + 2]  # the point: p + 1

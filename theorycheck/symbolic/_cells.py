@@ -89,12 +89,18 @@ def _boundary(rel: sp.Basic, x: sp.Symbol, domain: sp.Interval):
 
 
 def _ordered(points: set[sp.Expr]) -> list[sp.Expr] | None:
-    """Points sorted with their strict order proved (None if it cannot be)."""
-    pts = sorted(points, key=lambda t: sp.N(t, _DIGITS))
-    for a, b in zip(pts, pts[1:]):
-        if sp.simplify(b - a).is_positive is not True:
-            return None
-    return pts
+    """Points sorted with their strict order proved; the same number written two ways
+    is kept once (None if an order or an equality cannot be proved)."""
+    out: list[sp.Expr] = []
+    for b in sorted(points, key=lambda t: sp.N(t, _DIGITS)):
+        if out:
+            gap = sp.simplify(b - out[-1])
+            if gap == 0:
+                continue
+            if gap.is_positive is not True:
+                return None
+        out.append(b)
+    return out
 
 
 def _samples(a: sp.Expr, b: sp.Expr) -> list[sp.Expr]:
