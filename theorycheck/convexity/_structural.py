@@ -26,6 +26,7 @@ import sympy as sp
 from theorycheck import formal, symbolic
 from theorycheck.bridge import sympy_from_jax
 from theorycheck.symbolic import split_exp_log
+from theorycheck.symbolic._derive import is_transcendental, tidy_probability
 
 __all__ = ["Derived", "StructureResult", "analyse_structure", "derive"]
 
@@ -57,21 +58,9 @@ class Derived:
 
 def _substitute(form: symbolic.ProbabilityForm, values) -> symbolic.ProbabilityForm:
     """``form`` with the frozen symbols replaced by their values (cells folded)."""
-    out = form.expr.xreplace(dict(values))
-
-    def tidy(a):
-        if not a.has(sp.Piecewise):
-            return sp.cancel(a)
-        folded = symbolic.fold_cells(a, None, sp.Interval.open(0, 1))
-        return a if folded is None else folded
-
-    out = out.applyfunc(tidy) if isinstance(out, sp.MatrixBase) else tidy(out)
-    entries = list(out) if isinstance(out, sp.MatrixBase) else [out]
-    transcendental = any(
-        a.has(sp.exp, sp.log, sp.cosh, sp.sinh, sp.tanh) for a in entries
-    )
+    out = tidy_probability(form.expr.xreplace(dict(values)), fold=False)
     return symbolic.ProbabilityForm(
-        out, form.variables, form.shift_invariant, transcendental
+        out, form.variables, form.shift_invariant, is_transcendental(out)
     )
 
 

@@ -175,18 +175,30 @@ def to_probability(expr: sp.Basic, logits: Sequence[sp.Symbol]) -> ProbabilityFo
     invariant = all(c not in a.free_symbols for a in entries(trial))
     if invariant:
 
-        def tidy(a):
-            if not a.has(sp.Piecewise):
-                return sp.cancel(a)
-            folded = fold_cells(a, None, sp.Interval.open(0, 1))
-            return sp.piecewise_fold(a) if folded is None else folded
-
-        out = trial.applyfunc(tidy) if isinstance(trial, sp.MatrixBase) else tidy(trial)
+        out = tidy_probability(trial)
         variables = p
     else:
         out = expr.xreplace({zi: sp.log(ei) for zi, ei in zip(logits, e)})
         variables = e
-    transcendental = any(
-        a.has(sp.exp, sp.log, sp.cosh, sp.sinh, sp.tanh) for a in entries(out)
-    )
-    return ProbabilityForm(out, tuple(variables), invariant, transcendental)
+    return ProbabilityForm(out, tuple(variables), invariant, is_transcendental(out))
+
+
+def tidy_probability(expr: sp.Basic, *, fold: bool = True) -> sp.Basic:
+    """Entry by entry: ``cancel``; a Piecewise in one probability is split into cells
+    (:func:`fold_cells`), else ``piecewise_fold``-ed (``fold=True``) or left as is."""
+
+    def tidy(a):
+        if not a.has(sp.Piecewise):
+            return sp.cancel(a)
+        folded = fold_cells(a, None, sp.Interval.open(0, 1))
+        if folded is not None:
+            return folded
+        return sp.piecewise_fold(a) if fold else a
+
+    return expr.applyfunc(tidy) if isinstance(expr, sp.MatrixBase) else tidy(expr)
+
+
+def is_transcendental(expr: sp.Basic) -> bool:
+    """True when ``exp``/``log``/hyperbolic functions remain (no z3 encoding)."""
+    entries = list(expr) if isinstance(expr, sp.MatrixBase) else [expr]
+    return any(a.has(sp.exp, sp.log, sp.cosh, sp.sinh, sp.tanh) for a in entries)
