@@ -199,15 +199,28 @@ def _interval_text(region: sp.Interval) -> str:
     return " and ".join(parts)
 
 
+#: The moderate grid 1/64..63/64 (witnesses float64 can confirm).
+_MODERATE = [Fraction(i, 64) for i in range(1, 64)]
+
+
+def _negative_at(expr: sp.Expr, p: sp.Symbol, grid) -> list[tuple[Fraction, sp.Expr]]:
+    """``(x, expr(x))`` for the grid points where ``expr < 0`` at 50 digits."""
+    out = []
+    for x in grid:
+        at = sp.Rational(x.numerator, x.denominator)
+        val = sp.N(expr.subs(p, at), HIGH_PRECISION)
+        if val.is_real and val < 0:
+            out.append((x, val))
+    return out
+
+
 def _scan(cond_expr: sp.Expr, p: sp.Symbol) -> Fraction | None:
     """Finds a grid point in (0, 1) where ``cond_expr < 0`` at high precision."""
     grid = [Fraction(1, 10**e) for e in range(12, 1, -1)]
-    grid += [Fraction(i, 64) for i in range(1, 64)]
+    grid += _MODERATE
     grid += [1 - Fraction(1, 10**e) for e in range(2, 12)]
     for x in grid:
-        val = cond_expr.subs(p, sp.Rational(x.numerator, x.denominator))
-        val = sp.N(val, HIGH_PRECISION)
-        if val.is_real and val < 0:
+        if _negative_at(cond_expr, p, [x]):
             return x
     return None
 
@@ -221,16 +234,10 @@ def _interior_witness(expr: sp.Expr, p: sp.Symbol, found: Fraction) -> Fraction:
     ``|expr| p (1 - p)`` (the witness curvature scales with ``p (1 - p)``) is
     preferred; otherwise the solver's point stands.
     """
-    best, best_value = found, None
-    for i in range(1, 64):
-        x = Fraction(i, 64)
-        val = sp.N(expr.subs(p, sp.Rational(i, 64)), HIGH_PRECISION)
-        if not (val.is_real and val < 0):
-            continue
-        val = val * float(x * (1 - x))
-        if best_value is None or val < best_value:
-            best, best_value = x, val
-    return best
+    bad = _negative_at(expr, p, _MODERATE)
+    if not bad:
+        return found
+    return min(bad, key=lambda xv: xv[1] * float(xv[0] * (1 - xv[0])))[0]
 
 
 def _prove_branchwise(expr: sp.Expr, p: sp.Symbol, timeout_ms: int):
