@@ -51,8 +51,12 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=256)
-    parser.add_argument("--grad-batch", type=int, default=2,
-                        help="batch for the VJP (its saved activations grow with it)")
+    parser.add_argument(
+        "--grad-batch",
+        type=int,
+        default=2,
+        help="batch for the VJP (its saved activations grow with it)",
+    )
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
 
@@ -79,9 +83,11 @@ def main(argv=None) -> None:
     cfg, params, _ = load_model("smollm2")
     load_s = time.perf_counter() - t
     rss_load = _rss_gb()
-    rows = [("load + sha256 + dequantise (s)", f"{load_s:.1f}"),
-            ("parameters", f"{count_params(params):,}"),
-            ("peak RSS after loading, float32 (GB)", f"{rss_load:.2f}")]
+    rows = [
+        ("load + sha256 + dequantise (s)", f"{load_s:.1f}"),
+        ("parameters", f"{count_params(params):,}"),
+        ("peak RSS after loading, float32 (GB)", f"{rss_load:.2f}"),
+    ]
 
     rng = np.random.default_rng(0)
     ids = rng.integers(0, cfg.vocab_size, (args.batch, args.seq)).astype(np.int32)
@@ -101,8 +107,11 @@ def main(argv=None) -> None:
         t = time.perf_counter()
         fn.lower(params, ids).compile()
         rows.append((f"compile forward, {name} (s)", f"{time.perf_counter() - t:.1f}"))
-    np.testing.assert_allclose(np.asarray(scan_fwd(params, ids)[0, :4]),
-                               np.asarray(unrolled_fwd(params, ids)[0, :4]), atol=1e-4)
+    np.testing.assert_allclose(
+        np.asarray(scan_fwd(params, ids)[0, :4]),
+        np.asarray(unrolled_fwd(params, ids)[0, :4]),
+        atol=1e-4,
+    )
 
     _, fwd_s = _timed(lambda: scan_fwd(params, ids), args.repeats)
     tokens = args.batch * args.seq
@@ -111,18 +120,24 @@ def main(argv=None) -> None:
     # baseline in the same run: one large float32 matmul, to read the forward pass as
     # a fraction of what this (shared) CPU delivers at the moment
     a = jnp.asarray(rng.standard_normal((tokens, cfg.hidden_size)), jnp.float32)
-    w = jnp.asarray(rng.standard_normal((cfg.hidden_size, 8 * cfg.hidden_size)),
-                    jnp.float32)
+    w = jnp.asarray(
+        rng.standard_normal((cfg.hidden_size, 8 * cfg.hidden_size)), jnp.float32
+    )
     matmul = jax.jit(jnp.matmul)
     _, mm_s = _timed(lambda: matmul(a, w), args.repeats)
     mm_gflops = 2 * a.shape[0] * a.shape[1] * w.shape[1] / mm_s / 1e9
     fwd_gflops = _forward_flops(cfg, args.batch, args.seq) / fwd_s / 1e9
     rows.append(("baseline: plain matmul GFLOP/s", f"{mm_gflops:.1f}"))
-    rows.append(("forward GFLOP/s / matmul GFLOP/s",
-                 f"{fwd_gflops:.1f} / {mm_gflops:.1f} = {fwd_gflops / mm_gflops:.2f}"))
+    rows.append(
+        (
+            "forward GFLOP/s / matmul GFLOP/s",
+            f"{fwd_gflops:.1f} / {mm_gflops:.1f} = {fwd_gflops / mm_gflops:.2f}",
+        )
+    )
 
     tangent = jax.tree_util.tree_map(
-        lambda a: jnp.asarray(rng.standard_normal(a.shape), a.dtype), params)
+        lambda a: jnp.asarray(rng.standard_normal(a.shape), a.dtype), params
+    )
     jvp = jax.jit(lambda p, t, x: jax.jvp(lambda q: forward(q, cfg, x), (p,), (t,)))
     _, jvp_s = _timed(lambda t=tangent: jvp(params, t, ids), args.repeats)
     rows.append(("JVP (all parameters) / forward", f"{jvp_s / fwd_s:.2f}x"))
@@ -130,13 +145,18 @@ def main(argv=None) -> None:
     trainable, frozen = split_params(params, cfg, 2)
     hidden = hidden_states(params, cfg, ids, num_blocks=cfg.num_layers - 2)
     t_top = jax.tree_util.tree_map(
-        lambda a: jnp.asarray(rng.standard_normal(a.shape), a.dtype), trainable)
+        lambda a: jnp.asarray(rng.standard_normal(a.shape), a.dtype), trainable
+    )
     # frozen weights are jit arguments too: closed over, XLA would constant-fold them
-    jvp_top = jax.jit(lambda p, f, t, h: jax.jvp(
-        lambda q: logits_from_hidden(q, f, cfg, h), (p,), (t,)))
+    jvp_top = jax.jit(
+        lambda p, f, t, h: jax.jvp(
+            lambda q: logits_from_hidden(q, f, cfg, h), (p,), (t,)
+        )
+    )
     _, top_s = _timed(lambda: jvp_top(trainable, frozen, t_top, hidden), args.repeats)
-    rows.append(("JVP (last 2 blocks, trunk computed once) / forward",
-                 f"{top_s / fwd_s:.2f}x"))
+    rows.append(
+        ("JVP (last 2 blocks, trunk computed once) / forward", f"{top_s / fwd_s:.2f}x")
+    )
 
     small = ids[: args.grad_batch]
 
@@ -147,13 +167,19 @@ def main(argv=None) -> None:
     grad = jax.jit(jax.grad(loss))
     _, small_fwd_s = _timed(lambda: scan_fwd(params, small), args.repeats)
     _, grad_s = _timed(lambda: grad(params, small), max(2, args.repeats // 2))
-    rows.append((f"VJP (grad of mean NLL) / forward, {args.grad_batch} x {args.seq}",
-                 f"{grad_s / small_fwd_s:.2f}x"))
+    rows.append(
+        (
+            f"VJP (grad of mean NLL) / forward, {args.grad_batch} x {args.seq}",
+            f"{grad_s / small_fwd_s:.2f}x",
+        )
+    )
     rows.append(("peak RSS over the whole run (GB)", f"{_rss_gb():.2f}"))
 
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"SmolLM2-135M, float32, {jax.devices()[0].platform}, {os.cpu_count()} "
-          f"cores, jax {jax.__version__}, load average at the end: {load}")
+    print(
+        f"SmolLM2-135M, float32, {jax.devices()[0].platform}, {os.cpu_count()} "
+        f"cores, jax {jax.__version__}, load average at the end: {load}"
+    )
     print("| measure | value |\n|---|---|")
     for k, v in rows:
         print(f"| {k} | {v} |")

@@ -40,8 +40,9 @@ def test_check_convexity_lco_and_sft_convex_for_every_vocab(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,adv", [("is_pg", 1.0), ("pg", -1.0), ("cispo", -1.0),
-                                      ("sapo", 1.0)])
+@pytest.mark.parametrize(
+    "name,adv", [("is_pg", 1.0), ("pg", -1.0), ("cispo", -1.0), ("sapo", 1.0)]
+)
 def test_check_convexity_refutes_with_verified_counterexample(name, adv):
     from theorycheck.losses import LOSSES
 
@@ -80,7 +81,7 @@ def test_check_convexity_mask_regions_are_exact():
     assert kl.verdict == "not_convex" and kl.condition.startswith("pi_k < ")
     import sympy as sp
 
-    bound = float(sp.sympify(kl.condition.split("(V >= 3)")[0][len("pi_k < "):]))
+    bound = float(sp.sympify(kl.condition.split("(V >= 3)")[0][len("pi_k < ") :]))
     lo, hi = 1e-9, 0.5
     for _ in range(200):
         mid = (lo + hi) / 2
@@ -97,9 +98,7 @@ def test_check_convexity_frozen_mask_convex_with_a_note(name):
     assert res.verdict == "convex" and res.scope == "all V >= 2", res.methods
     notes = [m for m in res.methods if m["method"] == "frozen switches"]
     assert notes and "not smooth" in notes[0]["detail"]
-    assert not any(
-        m["method"] == "frozen switches" for m in _check("sft", 1.0).methods
-    )
+    assert not any(m["method"] == "frozen switches" for m in _check("sft", 1.0).methods)
 
 
 def test_check_convexity_user_file_condition_from_one_definition():
@@ -134,14 +133,17 @@ def test_check_convexity_unsupported_operation_falls_back_to_numeric():
     assert res.verdict != "convex"
 
 
-@pytest.mark.parametrize("spec,match", [
-    (EX + "bad_losses.py:raises", "raised RuntimeError"),
-    (EX + "bad_losses.py:vector", "not a scalar"),
-    (EX + "bad_losses.py:not_finite", "not finite"),
-    (EX + "bad_losses.py:missing", "has no function 'missing'"),
-    (EX + "no_such_file.py:loss", "does not exist"),
-    ("no_such_loss", "unknown loss 'no_such_loss'"),
-])
+@pytest.mark.parametrize(
+    "spec,match",
+    [
+        (EX + "bad_losses.py:raises", "raised RuntimeError"),
+        (EX + "bad_losses.py:vector", "not a scalar"),
+        (EX + "bad_losses.py:not_finite", "not finite"),
+        (EX + "bad_losses.py:missing", "has no function 'missing'"),
+        (EX + "no_such_file.py:loss", "does not exist"),
+        ("no_such_loss", "unknown loss 'no_such_loss'"),
+    ],
+)
 def test_check_convexity_bad_input_names_the_problem(spec, match):
     with pytest.raises(BadInput, match=match):
         check_convexity(spec)

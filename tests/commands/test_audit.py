@@ -21,12 +21,29 @@ def batch_file(tmp_path):
 
 def test_audit_json_and_plot(tmp_path, batch_file, capsys):
     plot = tmp_path / "audit.png"
-    assert main(["audit", str(batch_file), "--rules", "ppo,dppo_binary_tv,glm5",
-                 "--plot", str(plot), "--json"]) == 0
+    assert (
+        main(
+            [
+                "audit",
+                str(batch_file),
+                "--rules",
+                "ppo,dppo_binary_tv,glm5",
+                "--plot",
+                str(plot),
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert [r["rule"] for r in out["rules"]] == ["ppo", "dppo_binary_tv", "glm5"]
-    assert {"gated_share", "gated_tokens", "clamp_share", "clamp_tokens",
-            "params"} <= set(out["rules"][0])
+    assert {
+        "gated_share",
+        "gated_tokens",
+        "clamp_share",
+        "clamp_tokens",
+        "params",
+    } <= set(out["rules"][0])
     assert 0 <= out["zero_adv_group_share"] <= 1
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -35,8 +52,9 @@ def test_audit_json_batch_and_markdown(tmp_path, capsys):
     batch = synthetic_batch(2, prompts=2, responses=2, length=4)
     path = tmp_path / "batch.json"
     path.write_text(json.dumps({k: v.tolist() for k, v in batch.items()}))
-    assert main(["audit", str(path), "--rules", "ppo",
-                 "--set", "ppo.eps_high=0.5"]) == 0
+    assert (
+        main(["audit", str(path), "--rules", "ppo", "--set", "ppo.eps_high=0.5"]) == 0
+    )
     out = capsys.readouterr().out
     assert "| ppo |" in out and "Zero-advantage groups" in out
 
@@ -74,12 +92,15 @@ def test_audit_length_mismatch_exits_2(tmp_path, capsys):
     _bad(tmp_path, capsys, [str(path)], "q has shape (4, 3)")
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["--rules", "nope"], "'nope'"),
-    (["--rules", "predictive_kl"], "whole distributions"),
-    (["--rules", "ppo", "--set", "ppo.kappa=3"], "'kappa'"),
-    (["--rules", "ppo", "--set", "glm5.low=1"], "RULE.KEY=VALUE"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["--rules", "nope"], "'nope'"),
+        (["--rules", "predictive_kl"], "whole distributions"),
+        (["--rules", "ppo", "--set", "ppo.kappa=3"], "'kappa'"),
+        (["--rules", "ppo", "--set", "glm5.low=1"], "RULE.KEY=VALUE"),
+    ],
+)
 def test_audit_bad_rules_exit_2(tmp_path, batch_file, capsys, argv, needle):
     _bad(tmp_path, capsys, [str(batch_file), *argv], needle)
 

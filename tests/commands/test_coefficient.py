@@ -45,36 +45,69 @@ def test_coefficient_survey_ppo_keeps_what_dppo_gates(capsys):
 def test_coefficient_set_overrides_default(capsys):
     # r = 1.25: inside DAPO's default window (1.28), outside it once eps_high = 0.2.
     base = _json(capsys, "dapo", "--p", "0.625", "--q", "0.5", "--adv", "1")
-    tight = _json(capsys, "dapo", "--p", "0.625", "--q", "0.5", "--adv", "1",
-                  "--set", "eps_high=0.2")
+    tight = _json(
+        capsys,
+        "dapo",
+        "--p",
+        "0.625",
+        "--q",
+        "0.5",
+        "--adv",
+        "1",
+        "--set",
+        "eps_high=0.2",
+    )
     assert base["coefficient"] == 1.25 and not base["gated"]
     assert tight["coefficient"] == 0.0 and tight["gated"]
     assert tight["params"]["eps_high"] == 0.2
 
 
 def test_coefficient_human_output_names_the_gate(capsys):
-    assert main(["coefficient", "dual_clip", "--p", "0.4", "--q", "0.1",
-                 "--adv", "-1"]) == 0
+    assert (
+        main(["coefficient", "dual_clip", "--p", "0.4", "--q", "0.1", "--adv", "-1"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "c = 0" in out and "gated" in out
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["nope", "--p", "0.5", "--q", "0.5", "--adv", "1"], "'nope'"),
-    (["ppo", "--p", "0", "--q", "0.5", "--adv", "1"], "--p 0.0"),
-    (["ppo", "--p", "0.5", "--q", "1.5", "--adv", "1"], "--q 1.5"),
-    (["ppo", "--p", "0.5", "--q", "0.5", "--adv", "nan"], "--adv nan"),
-    (["ppo", "--p", "0.5", "--q", "0.5", "--adv", "1", "--set", "kappa=3"],
-     "'kappa'"),
-    (["dual_clip", "--p", "0.5", "--q", "0.5", "--adv", "1", "--set", "kappa=0.5"],
-     "kappa=0.5"),
-    (["cispo", "--p", "0.5", "--q", "0.5", "--adv", "1", "--set", "low=6"],
-     "low=6.0"),
-    (["ppo", "--p", "0.5", "--q", "0.5", "--adv", "1", "--set", "eps_low"],
-     "KEY=VALUE"),
-    (["predictive_kl", "--p", "0.5", "--q", "0.5", "--adv", "1"], "ddot"),
-    (["sft", "--p", "0.5", "--q", "0.5", "--adv", "1"], "'sft'"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["nope", "--p", "0.5", "--q", "0.5", "--adv", "1"], "'nope'"),
+        (["ppo", "--p", "0", "--q", "0.5", "--adv", "1"], "--p 0.0"),
+        (["ppo", "--p", "0.5", "--q", "1.5", "--adv", "1"], "--q 1.5"),
+        (["ppo", "--p", "0.5", "--q", "0.5", "--adv", "nan"], "--adv nan"),
+        (
+            ["ppo", "--p", "0.5", "--q", "0.5", "--adv", "1", "--set", "kappa=3"],
+            "'kappa'",
+        ),
+        (
+            [
+                "dual_clip",
+                "--p",
+                "0.5",
+                "--q",
+                "0.5",
+                "--adv",
+                "1",
+                "--set",
+                "kappa=0.5",
+            ],
+            "kappa=0.5",
+        ),
+        (
+            ["cispo", "--p", "0.5", "--q", "0.5", "--adv", "1", "--set", "low=6"],
+            "low=6.0",
+        ),
+        (
+            ["ppo", "--p", "0.5", "--q", "0.5", "--adv", "1", "--set", "eps_low"],
+            "KEY=VALUE",
+        ),
+        (["predictive_kl", "--p", "0.5", "--q", "0.5", "--adv", "1"], "ddot"),
+        (["sft", "--p", "0.5", "--q", "0.5", "--adv", "1"], "'sft'"),
+    ],
+)
 def test_coefficient_bad_input_exits_2_naming_the_value(capsys, argv, needle):
     assert main(["coefficient", *argv, "--json"]) == 2
     captured = capsys.readouterr()
@@ -83,7 +116,22 @@ def test_coefficient_bad_input_exits_2_naming_the_value(capsys, argv, needle):
 
 
 def test_coefficient_unknown_key_lists_valid_keys(capsys):
-    assert main(["coefficient", "ppo", "--p", "0.5", "--q", "0.5", "--adv", "1",
-                 "--set", "kappa=3"]) == 2
+    assert (
+        main(
+            [
+                "coefficient",
+                "ppo",
+                "--p",
+                "0.5",
+                "--q",
+                "0.5",
+                "--adv",
+                "1",
+                "--set",
+                "kappa=3",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "eps_low" in err and "eps_high" in err and "log_ratio_clamp" in err

@@ -51,8 +51,9 @@ def test_logits_gguf_file_agrees_with_hf_directory(tiny, capsys):
     a = _run_json(capsys, "--model", directory, "--prompt", "then a", "--top", "3")
     b = _run_json(capsys, "--model", gguf_path, "--prompt", "then a", "--top", "3")
     assert [t["id"] for t in a["tokens"]] == [t["id"] for t in b["tokens"]]
-    np.testing.assert_allclose([t["prob"] for t in a["tokens"]],
-                               [t["prob"] for t in b["tokens"]], atol=1e-6)
+    np.testing.assert_allclose(
+        [t["prob"] for t in a["tokens"]], [t["prob"] for t in b["tokens"]], atol=1e-6
+    )
 
 
 def test_logits_human_output_lists_tokens(tiny, capsys):
@@ -62,13 +63,22 @@ def test_logits_human_output_lists_tokens(tiny, capsys):
     assert lines[0].startswith("model: ") and len(lines) == 4
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["--model", "no-such-model", "--prompt", "x"], "unknown model 'no-such-model'"),
-    (["--model", "missing.gguf", "--prompt", "x"], "missing.gguf: missing GGUF file"),
-    (["--top", "0", "--prompt", "x"], "--top 0 must be >= 1"),
-    (["--top", "100000", "--prompt", "x"], "--top 100000 exceeds the vocabulary"),
-    (["--prompt", ""], "--prompt '' encodes to no tokens"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (
+            ["--model", "no-such-model", "--prompt", "x"],
+            "unknown model 'no-such-model'",
+        ),
+        (
+            ["--model", "missing.gguf", "--prompt", "x"],
+            "missing.gguf: missing GGUF file",
+        ),
+        (["--top", "0", "--prompt", "x"], "--top 0 must be >= 1"),
+        (["--top", "100000", "--prompt", "x"], "--top 100000 exceeds the vocabulary"),
+        (["--prompt", ""], "--prompt '' encodes to no tokens"),
+    ],
+)
 def test_logits_bad_input_exits_2_with_one_line(tiny, capsys, argv, needle):
     directory, _, _ = tiny
     if "--model" not in argv:

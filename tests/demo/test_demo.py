@@ -25,8 +25,20 @@ def _tiny_llama(directory) -> str:
 def demo_out(tmp_path_factory):
     model_dir = _tiny_llama(tmp_path_factory.mktemp("tiny_llama"))
     out = tmp_path_factory.mktemp("demo")
-    rc = main(["--model", model_dir, "--out", str(out), "--samples", "2",
-               "--new-tokens", "4", "--topk", "5"])
+    rc = main(
+        [
+            "--model",
+            model_dir,
+            "--out",
+            str(out),
+            "--samples",
+            "2",
+            "--new-tokens",
+            "4",
+            "--topk",
+            "5",
+        ]
+    )
     assert rc == 0
     return out
 
@@ -52,8 +64,14 @@ def test_demo_token_statistics_match_numpy_kl(tmp_path):
     from theorycheck.demo._rollout import collect
     from theorycheck.models import load_model
 
-    rollouts = collect(load_model(_tiny_llama(tmp_path)), samples=1, new_tokens=3,
-                       topk=4, temperature=1.0, seed=1)
+    rollouts = collect(
+        load_model(_tiny_llama(tmp_path)),
+        samples=1,
+        new_tokens=3,
+        topk=4,
+        temperature=1.0,
+        seed=1,
+    )
     adv = np.ones(rollouts.tokens.size)
     stats = token_statistics(rollouts, adv, topk=4)
     v = rollouts.logits.shape[-1]
@@ -67,7 +85,9 @@ def test_demo_token_statistics_match_numpy_kl(tmp_path):
 def test_demo_batch_is_readable_by_audit(demo_out, capsys):
     from theorycheck.cli import main as cli
 
-    assert cli(["audit", str(demo_out / "batch.npz"), "--rules", "ppo,glm5",
-                "--json"]) == 0
+    assert (
+        cli(["audit", str(demo_out / "batch.npz"), "--rules", "ppo,glm5", "--json"])
+        == 0
+    )
     report = json.loads(capsys.readouterr().out)
     assert report["tokens"] == 4 * 2 * 4

@@ -21,8 +21,9 @@ GROUPS = np.repeat(np.arange(3), 4)
 
 def test_grpo_advantages_survey_population_example():
     # Population std of {1, 0, 1, 0} is 0.5: advantages +-1 (up to eps).
-    out = grpo_advantages(REWARDS[:4], GROUPS[:4], num_groups=1, std="population",
-                          eps=0.0)
+    out = grpo_advantages(
+        REWARDS[:4], GROUPS[:4], num_groups=1, std="population", eps=0.0
+    )
     assert_close(out.adv, [1.0, -1.0, 1.0, -1.0])
 
 

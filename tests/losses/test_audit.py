@@ -45,8 +45,13 @@ def test_audit_batch_hand_example():
 
 
 def test_audit_batch_params_override_the_window():
-    rows = _rows(audit_batch(validate_batch(HAND), ["glm5"], {"glm5": {
-        "low": 0.4, "high": 5.0, "log_ratio_clamp": 20.0}}))
+    rows = _rows(
+        audit_batch(
+            validate_batch(HAND),
+            ["glm5"],
+            {"glm5": {"low": 0.4, "high": 5.0, "log_ratio_clamp": 20.0}},
+        )
+    )
     assert rows["glm5"]["gated_tokens"] == 0
 
 
@@ -59,8 +64,10 @@ def test_audit_batch_matches_numpy_reference():
     reference = {
         "ppo": ((a > 0) & (r > 1.2)) | ((a < 0) & (r < 0.8)),
         "dapo": ((a > 0) & (r > 1.28)) | ((a < 0) & (r < 0.8)),
-        "dppo_binary_tv": (((a > 0) & (batch["p"] - batch["q"] > 0.15))
-                           | ((a < 0) & (batch["q"] - batch["p"] > 0.15))),
+        "dppo_binary_tv": (
+            ((a > 0) & (batch["p"] - batch["q"] > 0.15))
+            | ((a < 0) & (batch["q"] - batch["p"] > 0.15))
+        ),
         "glm5": ~((r > 0.5) & (r < 5.0)),
     }
     rows = _rows(audit_batch(batch, list(reference)))
@@ -77,9 +84,8 @@ def test_audit_batch_gspo_gates_whole_responses():
     log_r = np.log(batch["p"] / batch["q"])
     s = np.exp((m * log_r).sum(1) / m.sum(1))
     gated = ((a[:, 0] > 0) & (s > 1 + 4e-4)) | ((a[:, 0] < 0) & (s < 1 - 3e-4))
-    nz = (a[:, 0] != 0)
-    assert row["gated_share"] == pytest.approx(
-        (gated & nz).sum() / nz.sum(), rel=1e-12)
+    nz = a[:, 0] != 0
+    assert row["gated_share"] == pytest.approx((gated & nz).sum() / nz.sum(), rel=1e-12)
 
 
 def test_audit_batch_counts_clamp_activations():
@@ -90,15 +96,28 @@ def test_audit_batch_counts_clamp_activations():
     assert rows["ppo"]["clamp_tokens"] == 1 == rows["sapo"]["clamp_tokens"]
 
 
-@pytest.mark.parametrize("field,value,needle", [
-    ("p", np.array([[0.0, 0.5, 1, 1], [0.25, 0.5, 0.5, 0.5], [0.5, 1, 1, 1]]),
-     "p[0, 0] = 0.0"),
-    ("q", np.array([[1.5, 0.5, 1, 1], [0.25, 0.5, 0.5, 0.5], [0.5, 1, 1, 1]]),
-     "q[0, 0] = 1.5"),
-    ("adv", np.array([1.0, 2.0]), "adv has shape (2,)"),
-    ("group_id", np.array([0, 1]), "group_id has shape (2,)"),
-    ("mask", np.array([[1, 2, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0]]), "mask holds 2.0"),
-])
+@pytest.mark.parametrize(
+    "field,value,needle",
+    [
+        (
+            "p",
+            np.array([[0.0, 0.5, 1, 1], [0.25, 0.5, 0.5, 0.5], [0.5, 1, 1, 1]]),
+            "p[0, 0] = 0.0",
+        ),
+        (
+            "q",
+            np.array([[1.5, 0.5, 1, 1], [0.25, 0.5, 0.5, 0.5], [0.5, 1, 1, 1]]),
+            "q[0, 0] = 1.5",
+        ),
+        ("adv", np.array([1.0, 2.0]), "adv has shape (2,)"),
+        ("group_id", np.array([0, 1]), "group_id has shape (2,)"),
+        (
+            "mask",
+            np.array([[1, 2, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0]]),
+            "mask holds 2.0",
+        ),
+    ],
+)
 def test_validate_batch_names_the_bad_value(field, value, needle):
     batch = {**HAND, field: value}
     with pytest.raises(BadInput) as err:

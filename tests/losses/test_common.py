@@ -39,8 +39,11 @@ def test_log_ratio_guard_saturates_gradient_through_r(name):
     if name == "sapo":
         return  # SAPO's own gate h(1-h) already underflows to 0 at r = e^21
     # ... and keeps it without the guard.
-    free = jax.grad(lambda zz: LOSSES[name].loss(zz, 1, adv=-1.0, behavior_logp=mu,
-                                                 log_ratio_clamp=math.inf))(z)
+    free = jax.grad(
+        lambda zz: LOSSES[name].loss(
+            zz, 1, adv=-1.0, behavior_logp=mu, log_ratio_clamp=math.inf
+        )
+    )(z)
     assert np.abs(np.asarray(free)).max() > 1.0
 
 
@@ -52,7 +55,8 @@ def test_log_ratio_guard_only_clamps_detached_weights(name):
 
 
 def test_ratio_terms_flags_both_sides():
-    _, used, sat = ratio_terms(np.array([0.5, 1e-12, 0.5]),
-                               np.array([1e-12, 0.5, 0.5]), 20.0)
+    _, used, sat = ratio_terms(
+        np.array([0.5, 1e-12, 0.5]), np.array([1e-12, 0.5, 0.5]), 20.0
+    )
     assert np.asarray(sat).tolist() == [True, True, False]
     assert float(used[0]) == pytest.approx(math.exp(20.0))

@@ -24,16 +24,29 @@ def test_gspo_sequence_and_token_forms_agree(seed, adv):
     params = {"eps_low": 0.05, "eps_high": 0.05}
 
     seq_val, seq_grad = jax.value_and_grad(
-        lambda zz: gspo_sequence_loss(zz, sampled, adv=adv, behavior_logp=mu,
-                                      mask=mask, **params))(z)
+        lambda zz: gspo_sequence_loss(
+            zz, sampled, adv=adv, behavior_logp=mu, mask=mask, **params
+        )
+    )(z)
     logp = jax.nn.log_softmax(z, axis=-1)[np.arange(t), sampled]
     logq = np.asarray(mu)[np.arange(t), sampled]
     mean = float(jnp.sum(mask * (logp - logq)) / length)
     token = LOSSES["gspo_token"].loss
 
     def token_mean(zz):
-        per = jnp.stack([token(zz[i], sampled[i], adv=adv, behavior_logp=mu[i],
-                               seq_log_ratio=mean, **params) for i in range(t)])
+        per = jnp.stack(
+            [
+                token(
+                    zz[i],
+                    sampled[i],
+                    adv=adv,
+                    behavior_logp=mu[i],
+                    seq_log_ratio=mean,
+                    **params,
+                )
+                for i in range(t)
+            ]
+        )
         return jnp.sum(mask * per) / length
 
     tok_val, tok_grad = jax.value_and_grad(token_mean)(z)
@@ -43,7 +56,15 @@ def test_gspo_sequence_and_token_forms_agree(seed, adv):
     # And the registry's one-position 'gspo' is the sequence loss seen from one row.
     i = 1
     other = float(jnp.sum(mask * (logp - logq)) - (logp[i] - logq[i]))
-    row = jax.grad(lambda zi: LOSSES["gspo"].loss(
-        zi, sampled[i], adv=adv, behavior_logp=mu[i], other_log_ratio=other,
-        length=length, **params))(z[i])
+    row = jax.grad(
+        lambda zi: LOSSES["gspo"].loss(
+            zi,
+            sampled[i],
+            adv=adv,
+            behavior_logp=mu[i],
+            other_log_ratio=other,
+            length=length,
+            **params,
+        )
+    )(z[i])
     assert_close(row, seq_grad[i])

@@ -16,8 +16,9 @@ OLD = RNG.normal(size=7)
 
 
 def _grad(name, adv, **params):
-    return jax.grad(lambda z: LOSSES[name].loss(z, 2, adv=adv, old_logits=OLD,
-                                                **params))(Z)
+    return jax.grad(
+        lambda z: LOSSES[name].loss(z, 2, adv=adv, old_logits=OLD, **params)
+    )(Z)
 
 
 @pytest.mark.parametrize("adv", [1.5, -0.8, np.linspace(-1, 1, 7)])

@@ -21,21 +21,25 @@ def test_get_rule_lists_valid_names():
 
 
 def test_resolve_params_merges_defaults_and_casts_integers():
-    params, inputs = resolve_params("dppo_topk_kl", {"topk": 5.0, "divergence": 0.1},
-                                    allow_inputs=True)
+    params, inputs = resolve_params(
+        "dppo_topk_kl", {"topk": 5.0, "divergence": 0.1}, allow_inputs=True
+    )
     assert params == {"delta": 0.05, "topk": 5, "log_ratio_clamp": 20.0}
     assert isinstance(params["topk"], int) and inputs == {"divergence": 0.1}
 
 
-@pytest.mark.parametrize("name,overrides,needle", [
-    ("ppo", {"kappa": 3.0}, "valid: eps_low, eps_high, log_ratio_clamp"),
-    ("ppo", {"eps_low": 1.0}, "eps_low=1.0"),
-    ("dual_clip", {"kappa": 1.0}, "kappa=1.0"),
-    ("cispo", {"low": 2.0, "high": 1.0}, "low=2.0"),
-    ("dppo_topk_tv", {"topk": 2.5}, "topk=2.5"),
-    ("sapo", {"tau_pos": -1.0}, "tau_pos=-1.0"),
-    ("ppo", {"eps_high": math.inf}, "eps_high=inf"),
-])
+@pytest.mark.parametrize(
+    "name,overrides,needle",
+    [
+        ("ppo", {"kappa": 3.0}, "valid: eps_low, eps_high, log_ratio_clamp"),
+        ("ppo", {"eps_low": 1.0}, "eps_low=1.0"),
+        ("dual_clip", {"kappa": 1.0}, "kappa=1.0"),
+        ("cispo", {"low": 2.0, "high": 1.0}, "low=2.0"),
+        ("dppo_topk_tv", {"topk": 2.5}, "topk=2.5"),
+        ("sapo", {"tau_pos": -1.0}, "tau_pos=-1.0"),
+        ("ppo", {"eps_high": math.inf}, "eps_high=inf"),
+    ],
+)
 def test_resolve_params_rejects_bad_values(name, overrides, needle):
     with pytest.raises(BadInput) as err:
         resolve_params(name, overrides)

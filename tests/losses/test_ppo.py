@@ -36,7 +36,19 @@ def test_ppo_coefficient_keeps_ties_at_the_clip():
 
 def test_all_token_rules_reduce_to_adv_on_policy():
     # Survey: at p = q every rule gives c = A (GSPO: A s / L with s = 1, L = 1).
-    for name in ("pg", "is_pg", "ppo", "dapo", "dual_clip", "cispo", "glm5", "sapo",
-                 "gspo", "gspo_token", "dppo_binary_tv", "dppo_binary_kl",
-                 "dppo_capped"):
+    for name in (
+        "pg",
+        "is_pg",
+        "ppo",
+        "dapo",
+        "dual_clip",
+        "cispo",
+        "glm5",
+        "sapo",
+        "gspo",
+        "gspo_token",
+        "dppo_binary_tv",
+        "dppo_binary_kl",
+        "dppo_capped",
+    ):
         assert _c(name, 0.3, 0.3, -0.7)[0] == pytest.approx(-0.7, rel=1e-12), name

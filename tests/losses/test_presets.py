@@ -37,14 +37,17 @@ def test_conventions_token_mean_scope_differs(report):
     assert item["differ"]
     # global token mean: 1/14 everywhere; legacy: mean of 1/10 and 1/4 micro means
     assert _variant(item, "verl new-engine token-mean")["per_token_weight"][:3] == (
-        pytest.approx([1 / 14] * 3))
+        pytest.approx([1 / 14] * 3)
+    )
     assert _variant(item, "verl legacy token-mean")["per_token_weight"][:3] == (
-        pytest.approx([1 / 20, 1 / 20, 1 / 8]))
+        pytest.approx([1 / 20, 1 / 20, 1 / 8])
+    )
 
 
 def test_conventions_dr_grpo_scale_differs_by_sequences(report):
-    item = next(i for i in report["same_name"] if i["name"].startswith("seq-mean-"
-                                                                        "token-sum"))
+    item = next(
+        i for i in report["same_name"] if i["name"].startswith("seq-mean-token-sum")
+    )
     verl = np.array(_variant(item, "verl seq-mean-token-sum-norm")["per_token_weight"])
     skyrl = _variant(item, "SkyRL seq_mean_token_sum_norm")["per_token_weight"]
     skyrl = np.array(skyrl)

@@ -12,8 +12,9 @@ from theorycheck._errors import BadInput
 from theorycheck.losses import Reduction, reduction_weights, sequence_gradient_norms
 from theorycheck.testing import assert_close
 
-MASK = np.array([[1, 1, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]],
-                dtype=np.float64)
+MASK = np.array(
+    [[1, 1, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]], dtype=np.float64
+)
 PROMPTS = np.array([0, 0, 1, 1])
 
 
@@ -31,21 +32,25 @@ def test_reduction_weights_match_survey_formulas():
     seq = j.sum(1)[lengths > 0] / lengths[lengths > 0]
     assert _loss(j, Reduction("seq_mean_token_mean")) == pytest.approx(seq.mean())
     assert _loss(j, Reduction("seq_mean_token_mean", count_empty=True)) == (
-        pytest.approx(seq.sum() / 4))
+        pytest.approx(seq.sum() / 4)
+    )
     # J_prompt = 1/B sum_i (sum_{g,t} j) / (sum_g L)
     prompt = [j[PROMPTS == i].sum() / lengths[PROMPTS == i].sum() for i in (0, 1)]
     assert _loss(j, Reduction("prompt_mean")) == pytest.approx(np.mean(prompt))
     # Dr. GRPO: sum / (N * L_max); verl: sum / L_max
     assert _loss(j, Reduction("seq_mean_token_sum_norm", max_len=8)) == (
-        pytest.approx(j.sum() / (3 * 8)))
-    assert _loss(j, Reduction("seq_mean_token_sum_norm", max_len=8,
-                              divide_by_sequences=False)) == pytest.approx(j.sum() / 8)
+        pytest.approx(j.sum() / (3 * 8))
+    )
+    assert _loss(
+        j, Reduction("seq_mean_token_sum_norm", max_len=8, divide_by_sequences=False)
+    ) == pytest.approx(j.sum() / 8)
     assert _loss(j, Reduction("seq_mean_token_sum")) == pytest.approx(j.sum() / 3)
 
 
 def test_reduction_weights_micro_batches_average_local_means():
-    mask = np.array([[1, 1, 1, 0], [1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 1]],
-                    dtype=np.float64)
+    mask = np.array(
+        [[1, 1, 1, 0], [1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 1]], dtype=np.float64
+    )
     j = np.random.default_rng(1).normal(size=mask.shape) * mask
     local = [j[:2].sum() / mask[:2].sum(), j[2:].sum() / mask[2:].sum()]
     w = reduction_weights(mask, Reduction("token_mean", micro_batch_size=2))
@@ -56,8 +61,9 @@ def test_reduction_weights_micro_batches_average_local_means():
 
 def test_reduction_weights_are_zero_on_padding():
     for mode in ("token_mean", "seq_mean_token_mean", "prompt_mean", "sample_mean"):
-        w = np.asarray(reduction_weights(MASK, Reduction(mode), group_ids=PROMPTS,
-                                         num_groups=2))
+        w = np.asarray(
+            reduction_weights(MASK, Reduction(mode), group_ids=PROMPTS, num_groups=2)
+        )
         assert np.all(w[MASK == 0] == 0) and np.all(np.isfinite(w))
 
 
@@ -80,18 +86,22 @@ def test_sequence_gradient_norms_differ_under_equal_sequence_weights():
     def token_grad(x_t, k):
         return jax.grad(lambda w: jax.nn.log_softmax(w @ x_t)[k])(jnp.asarray(w_mat))
 
-    grads = jax.jit(jax.vmap(jax.vmap(token_grad)))(jnp.asarray(x),
-                                                    jnp.asarray(sampled))
+    grads = jax.jit(jax.vmap(jax.vmap(token_grad)))(
+        jnp.asarray(x), jnp.asarray(sampled)
+    )
     grads = grads.reshape(len(lengths), width, -1)
     weights = reduction_weights(mask, Reduction("seq_mean_token_mean"))
     assert_close(jnp.sum(weights, axis=1), np.full(3, 1.0 / 3.0))  # equal weights
     norms = np.asarray(sequence_gradient_norms(grads, weights))
+
     # Second route: the norm of the gradient of the weighted sum of log-probs.
     def seq_objective(w, s):
         lp = jax.nn.log_softmax(jnp.einsum("vd,td->tv", w, x[s]), axis=-1)
         return jnp.sum(weights[s] * lp[jnp.arange(width), sampled[s]])
 
-    direct = [float(jnp.linalg.norm(jax.grad(seq_objective)(jnp.asarray(w_mat), s)))
-              for s in range(3)]
+    direct = [
+        float(jnp.linalg.norm(jax.grad(seq_objective)(jnp.asarray(w_mat), s)))
+        for s in range(3)
+    ]
     assert_close(norms, direct)
     assert norms[0] > 1.5 * norms[2]  # the 2-token response dominates the 32-token one

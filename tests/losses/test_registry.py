@@ -37,8 +37,9 @@ def _coefficient_inputs(name, spec, params, z, k, mu, rng, *, sequence):
         topk = int(params["topk"])
         if topk:
             coef_kw["divergence"] = divergence(mu, z, k, kind=f"topk_{kind}", topk=topk)
-            coef_kw["ddot"] = ddot(mu, z, k, kind=kind, estimator="topk_aggregated",
-                                   topk=topk).ddot
+            coef_kw["ddot"] = ddot(
+                mu, z, k, kind=kind, estimator="topk_aggregated", topk=topk
+            ).ddot
         else:
             coef_kw["divergence"] = divergence(mu, z, k, kind=kind)
             coef_kw["ddot"] = ddot(mu, z, k, kind=kind).ddot
@@ -61,9 +62,13 @@ def _objective_grads(spec, params, z, k, mu, adv, loss_kw):
         return jax.grad(lambda zz: -spec.loss(zz, k1, **kw))(z1)
 
     # jit: one compilation per rule is several times cheaper than eager dispatch.
-    return jax.jit(jax.vmap(one))(jnp.asarray(z), jnp.asarray(k), jnp.asarray(mu),
-                                  jnp.asarray(adv), {key: jnp.asarray(v)
-                                                     for key, v in loss_kw.items()})
+    return jax.jit(jax.vmap(one))(
+        jnp.asarray(z),
+        jnp.asarray(k),
+        jnp.asarray(mu),
+        jnp.asarray(adv),
+        {key: jnp.asarray(v) for key, v in loss_kw.items()},
+    )
 
 
 def _check(name, p, q, adv, params, seed, *, sequence=True):
@@ -75,15 +80,18 @@ def _check(name, p, q, adv, params, seed, *, sequence=True):
     k = rng.integers(0, 6, size=n)
     z = np.stack([logits_with_prob(rng, p[i], k[i]) for i in range(n)])
     mu = np.stack([behavior_with_prob(rng, q[i], k[i]) for i in range(n)])
-    loss_kw, coef_kw = _coefficient_inputs(name, spec, params, z, k, mu, rng,
-                                           sequence=sequence)
+    loss_kw, coef_kw = _coefficient_inputs(
+        name, spec, params, z, k, mu, rng, sequence=sequence
+    )
     grads = _objective_grads(spec, params, z, k, mu, adv, loss_kw)
     pi = jax.nn.softmax(jnp.asarray(z), axis=-1)
     p_real = pi[jnp.arange(n), k]
-    coefficient = jax.jit(lambda p1, q1, a1, kw: spec.coefficient(p1, q1, a1, **kw,
-                                                                  **params))
-    c, gated = coefficient(p_real, jnp.exp(jnp.asarray(mu)[jnp.arange(n), k]),
-                           jnp.asarray(adv), coef_kw)
+    coefficient = jax.jit(
+        lambda p1, q1, a1, kw: spec.coefficient(p1, q1, a1, **kw, **params)
+    )
+    c, gated = coefficient(
+        p_real, jnp.exp(jnp.asarray(mu)[jnp.arange(n), k]), jnp.asarray(adv), coef_kw
+    )
     direction = jax.nn.one_hot(k, 6, dtype=pi.dtype) - pi
     expected = jnp.asarray(c)[:, None] * direction
     assert_close(grads, expected, err_msg=name)
@@ -175,9 +183,13 @@ def test_symbolic_and_coefficient_defaults_match_loss(name):
     spec = LOSSES[name]
 
     def kw_defaults(fn):
-        return {n: p.default for n, p in inspect.signature(fn).parameters.items()
-                if p.kind is p.KEYWORD_ONLY and p.default is not p.empty
-                and n in spec.defaults}
+        return {
+            n: p.default
+            for n, p in inspect.signature(fn).parameters.items()
+            if p.kind is p.KEYWORD_ONLY
+            and p.default is not p.empty
+            and n in spec.defaults
+        }
 
     assert kw_defaults(spec.symbolic) == dict(spec.defaults)
     if spec.coefficient is not None:
@@ -199,9 +211,12 @@ def test_registry_entry_is_documented(name):
 def test_coefficient_never_flips_the_advantage_sign(seed):
     rng = np.random.default_rng(seed)
     p, q, adv = random_pq(rng, 64)
-    extra = {"divergence": rng.uniform(0.0, 0.4, 64), "ddot": rng.normal(0, 0.1, 64),
-             "seq_log_ratio": rng.normal(0, 1e-3, 64),
-             "other_log_ratio": rng.normal(0, 1e-3, 64)}
+    extra = {
+        "divergence": rng.uniform(0.0, 0.4, 64),
+        "ddot": rng.normal(0, 0.1, 64),
+        "seq_log_ratio": rng.normal(0, 1e-3, 64),
+        "other_log_ratio": rng.normal(0, 1e-3, 64),
+    }
     for name in TOKEN_RULES:
         spec = LOSSES[name]
         kw = {k: v for k, v in extra.items() if k in spec.coefficient_inputs}

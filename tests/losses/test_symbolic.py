@@ -20,8 +20,10 @@ VOCAB = 4
 Z = sp.symbols(f"z0:{VOCAB}", real=True)
 #: top-K rules with K = 2 < V so that the tail bucket matters; a few more variants.
 VARIANTS = {
-    "dppo_topk_tv": {"topk": 2}, "dppo_topk_kl": {"topk": 2},
-    "predictive_kl_topk": {"topk": 2}, "predictive_tv_topk": {"topk": 2},
+    "dppo_topk_tv": {"topk": 2},
+    "dppo_topk_kl": {"topk": 2},
+    "predictive_kl_topk": {"topk": 2},
+    "predictive_tv_topk": {"topk": 2},
 }
 
 
@@ -57,8 +59,9 @@ def test_symbolic_matches_loss_value_and_gradient(label, name, params):
     spec = LOSSES[name]
     rng = np.random.default_rng(zlib.crc32(label.encode()))
     # One compilation per rule (eager autodiff through the top-K code is far slower).
-    value_and_grad = jax.jit(jax.value_and_grad(
-        lambda zz, kk, inputs: spec.loss(zz, kk, **inputs, **params)))
+    value_and_grad = jax.jit(
+        jax.value_and_grad(lambda zz, kk, inputs: spec.loss(zz, kk, **inputs, **params))
+    )
     for _ in range(2):
         k = int(rng.integers(0, VOCAB))
         # Ratios in [0.5, 2]: gates and clips are exercised on both sides across rules.

@@ -12,28 +12,64 @@ from safetensors.numpy import save_file
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
 #: merges of the tiny tokenizer (byte-level symbols; "Ġ" is the space byte).
-MERGES = [("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("i", "n"), ("Ġ", "a"), ("o", "n"),
-          ("e", "r"), ("Ġ", "c"), ("a", "p"), ("Ġc", "ap")]
+MERGES = [
+    ("Ġ", "t"),
+    ("h", "e"),
+    ("Ġt", "he"),
+    ("i", "n"),
+    ("Ġ", "a"),
+    ("o", "n"),
+    ("e", "r"),
+    ("Ġ", "c"),
+    ("a", "p"),
+    ("Ġc", "ap"),
+]
 SPECIAL = ["<|endoftext|>", "<|im_start|>"]
 
-LLAMA = {"architectures": ["LlamaForCausalLM"], "vocab_size": None, "hidden_size": 32,
-         "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
-         "intermediate_size": 48, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
-         "max_position_embeddings": 64, "tie_word_embeddings": True,
-         "hidden_act": "silu", "torch_dtype": "float32"}
-QWEN3 = {**LLAMA, "architectures": ["Qwen3ForCausalLM"], "head_dim": 16,
-         "rms_norm_eps": 1e-6, "rope_theta": 1e6, "tie_word_embeddings": False}
+LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "vocab_size": None,
+    "hidden_size": 32,
+    "num_hidden_layers": 3,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 48,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0,
+    "max_position_embeddings": 64,
+    "tie_word_embeddings": True,
+    "hidden_act": "silu",
+    "torch_dtype": "float32",
+}
+QWEN3 = {
+    **LLAMA,
+    "architectures": ["Qwen3ForCausalLM"],
+    "head_dim": 16,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 1e6,
+    "tie_word_embeddings": False,
+}
 QWEN2 = {**LLAMA, "architectures": ["Qwen2ForCausalLM"], "tie_word_embeddings": False}
-GPT2 = {"architectures": ["GPT2LMHeadModel"], "vocab_size": None, "n_embd": 32,
-        "n_layer": 2, "n_head": 4, "n_positions": 64, "layer_norm_epsilon": 1e-5,
-        "activation_function": "gelu_new"}
+GPT2 = {
+    "architectures": ["GPT2LMHeadModel"],
+    "vocab_size": None,
+    "n_embd": 32,
+    "n_layer": 2,
+    "n_head": 4,
+    "n_positions": 64,
+    "layer_norm_epsilon": 1e-5,
+    "activation_function": "gelu_new",
+}
 CONFIGS = {"llama": LLAMA, "qwen3": QWEN3, "qwen2": QWEN2, "gpt2": GPT2}
 
 
 def byte_symbols() -> list[str]:
     """GPT-2's byte -> printable unicode table, in byte order."""
-    bs = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
-          + list(range(ord("®"), ord("ÿ") + 1)))
+    bs = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
     cs, n = bs[:], 0
     for b in range(256):
         if b not in bs:
@@ -51,12 +87,14 @@ def vocab_tokens() -> list[str]:
 
 def tiny_tokenizer() -> Tokenizer:
     tokens = vocab_tokens()
-    tok = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)},
-                               merges=MERGES))
+    tok = Tokenizer(
+        models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=MERGES)
+    )
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tok.add_special_tokens([AddedToken(s, special=True, normalized=False)
-                            for s in SPECIAL])
+    tok.add_special_tokens(
+        [AddedToken(s, special=True, normalized=False) for s in SPECIAL]
+    )
     return tok
 
 
@@ -79,18 +117,30 @@ def random_hf_tensors(cfg: dict, seed: int = 0) -> dict[str, np.ndarray]:
     v = cfg["vocab_size"]
     if cfg["architectures"][0] == "GPT2LMHeadModel":
         d, f = cfg["n_embd"], 4 * cfg["n_embd"]
-        t = {"transformer.wte.weight": w(v, d, scale=0.5),
-             "transformer.wpe.weight": w(cfg["n_positions"], d, scale=0.1),
-             "transformer.ln_f.weight": gain(d), "transformer.ln_f.bias": w(d)}
+        t = {
+            "transformer.wte.weight": w(v, d, scale=0.5),
+            "transformer.wpe.weight": w(cfg["n_positions"], d, scale=0.1),
+            "transformer.ln_f.weight": gain(d),
+            "transformer.ln_f.bias": w(d),
+        }
         for i in range(cfg["n_layer"]):
             p = f"transformer.h.{i}."
-            t.update({p + "ln_1.weight": gain(d), p + "ln_1.bias": w(d),
-                      p + "attn.c_attn.weight": w(d, 3 * d),
-                      p + "attn.c_attn.bias": w(3 * d),
-                      p + "attn.c_proj.weight": w(d, d), p + "attn.c_proj.bias": w(d),
-                      p + "ln_2.weight": gain(d), p + "ln_2.bias": w(d),
-                      p + "mlp.c_fc.weight": w(d, f), p + "mlp.c_fc.bias": w(f),
-                      p + "mlp.c_proj.weight": w(f, d), p + "mlp.c_proj.bias": w(d)})
+            t.update(
+                {
+                    p + "ln_1.weight": gain(d),
+                    p + "ln_1.bias": w(d),
+                    p + "attn.c_attn.weight": w(d, 3 * d),
+                    p + "attn.c_attn.bias": w(3 * d),
+                    p + "attn.c_proj.weight": w(d, d),
+                    p + "attn.c_proj.bias": w(d),
+                    p + "ln_2.weight": gain(d),
+                    p + "ln_2.bias": w(d),
+                    p + "mlp.c_fc.weight": w(d, f),
+                    p + "mlp.c_fc.bias": w(f),
+                    p + "mlp.c_proj.weight": w(f, d),
+                    p + "mlp.c_proj.bias": w(d),
+                }
+            )
         return t
     d, f = cfg["hidden_size"], cfg["intermediate_size"]
     h, kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
@@ -102,22 +152,34 @@ def random_hf_tensors(cfg: dict, seed: int = 0) -> dict[str, np.ndarray]:
     qwen3 = cfg["architectures"][0] == "Qwen3ForCausalLM"
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
-        t.update({p + "input_layernorm.weight": gain(d),
-                  p + "self_attn.q_proj.weight": w(h * hd, d),
-                  p + "self_attn.k_proj.weight": w(kv * hd, d),
-                  p + "self_attn.v_proj.weight": w(kv * hd, d),
-                  p + "self_attn.o_proj.weight": w(d, h * hd),
-                  p + "post_attention_layernorm.weight": gain(d),
-                  p + "mlp.gate_proj.weight": w(f, d),
-                  p + "mlp.up_proj.weight": w(f, d),
-                  p + "mlp.down_proj.weight": w(d, f)})
+        t.update(
+            {
+                p + "input_layernorm.weight": gain(d),
+                p + "self_attn.q_proj.weight": w(h * hd, d),
+                p + "self_attn.k_proj.weight": w(kv * hd, d),
+                p + "self_attn.v_proj.weight": w(kv * hd, d),
+                p + "self_attn.o_proj.weight": w(d, h * hd),
+                p + "post_attention_layernorm.weight": gain(d),
+                p + "mlp.gate_proj.weight": w(f, d),
+                p + "mlp.up_proj.weight": w(f, d),
+                p + "mlp.down_proj.weight": w(d, f),
+            }
+        )
         if qwen2:
-            t.update({p + "self_attn.q_proj.bias": w(h * hd),
-                      p + "self_attn.k_proj.bias": w(kv * hd),
-                      p + "self_attn.v_proj.bias": w(kv * hd)})
+            t.update(
+                {
+                    p + "self_attn.q_proj.bias": w(h * hd),
+                    p + "self_attn.k_proj.bias": w(kv * hd),
+                    p + "self_attn.v_proj.bias": w(kv * hd),
+                }
+            )
         if qwen3:
-            t.update({p + "self_attn.q_norm.weight": gain(hd),
-                      p + "self_attn.k_norm.weight": gain(hd)})
+            t.update(
+                {
+                    p + "self_attn.q_norm.weight": gain(hd),
+                    p + "self_attn.k_norm.weight": gain(hd),
+                }
+            )
     return t
 
 
@@ -146,12 +208,16 @@ def write_hf(directory: str, kind: str, *, seed: int = 0, shards: int = 1) -> di
 
 def llama_cpp_permute(w: np.ndarray, n_head: int) -> np.ndarray:
     """llama.cpp convert_hf_to_gguf's Q/K permutation (rotate-half -> pairs)."""
-    return (w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
-            .swapaxes(1, 2).reshape(w.shape))
+    return (
+        w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(w.shape)
+    )
 
 
-def write_gguf(path: str, tensors: dict, cfg: dict, *, tokenizer: bool = True,
-               arch: str = "llama") -> None:
+def write_gguf(
+    path: str, tensors: dict, cfg: dict, *, tokenizer: bool = True, arch: str = "llama"
+) -> None:
     """Writes HF-named Llama ``tensors`` as GGUF the way llama.cpp converts them."""
     h, kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     w = gguf.GGUFWriter(path, arch)
@@ -174,15 +240,24 @@ def write_gguf(path: str, tensors: dict, cfg: dict, *, tokenizer: bool = True,
         w.add_token_list(tokens)
         w.add_token_types([3 if t in SPECIAL else 1 for t in tokens])
         w.add_token_merges([" ".join(m) for m in MERGES])
-    rename = {"model.embed_tokens.weight": "token_embd.weight",
-              "model.norm.weight": "output_norm.weight",
-              "lm_head.weight": "output.weight"}
-    parts = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q",
-             "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
-             "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
-             "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
-             "mlp.down_proj": "ffn_down", "self_attn.q_norm": "attn_q_norm",
-             "self_attn.k_norm": "attn_k_norm"}
+    rename = {
+        "model.embed_tokens.weight": "token_embd.weight",
+        "model.norm.weight": "output_norm.weight",
+        "lm_head.weight": "output.weight",
+    }
+    parts = {
+        "input_layernorm": "attn_norm",
+        "self_attn.q_proj": "attn_q",
+        "self_attn.k_proj": "attn_k",
+        "self_attn.v_proj": "attn_v",
+        "self_attn.o_proj": "attn_output",
+        "post_attention_layernorm": "ffn_norm",
+        "mlp.gate_proj": "ffn_gate",
+        "mlp.up_proj": "ffn_up",
+        "mlp.down_proj": "ffn_down",
+        "self_attn.q_norm": "attn_q_norm",
+        "self_attn.k_norm": "attn_k_norm",
+    }
     # only llama.cpp's Llama converter permutes Q/K; Qwen keeps rotate-half (NEOX)
     permute = arch == "llama"
     for name, arr in tensors.items():

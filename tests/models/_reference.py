@@ -65,10 +65,12 @@ def reference_logits(tensors: dict, cfg: dict, ids) -> np.ndarray:
         if arch == "Qwen3ForCausalLM":
             proj["q"] = _rms(proj["q"], t[p + "self_attn.q_norm.weight"], eps)
             proj["k"] = _rms(proj["k"], t[p + "self_attn.k_norm.weight"], eps)
-        q = np.stack([_rotate_half(proj["q"][s], pos[s], theta)
-                      for s in range(len(ids))])
-        k = np.stack([_rotate_half(proj["k"][s], pos[s], theta)
-                      for s in range(len(ids))])
+        q = np.stack(
+            [_rotate_half(proj["q"][s], pos[s], theta) for s in range(len(ids))]
+        )
+        k = np.stack(
+            [_rotate_half(proj["k"][s], pos[s], theta) for s in range(len(ids))]
+        )
         k, v = np.repeat(k, h // kv, axis=1), np.repeat(proj["v"], h // kv, axis=1)
         x = x + _attend(q, k, v) @ t[p + "self_attn.o_proj.weight"].T
         a = _rms(x, t[p + "post_attention_layernorm.weight"], eps)

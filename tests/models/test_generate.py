@@ -21,8 +21,11 @@ def tiny(tiny_dirs):
 def _recomputed_logprobs(params, cfg, prompt, out, temperature, mask=None):
     """Full forward over prompt + generated tokens; each generated token's log-probs."""
     seq = np.concatenate([prompt, np.asarray(out.tokens)], axis=1)
-    full_mask = None if mask is None else np.concatenate(
-        [mask, np.ones(out.tokens.shape, np.int32)], axis=1)
+    full_mask = (
+        None
+        if mask is None
+        else np.concatenate([mask, np.ones(out.tokens.shape, np.int32)], axis=1)
+    )
     logits = forward(params, cfg, seq, attention_mask=full_mask)
     t = prompt.shape[1]
     steps = logits[:, t - 1 : -1] / (1.0 if temperature == 0 else temperature)
@@ -33,9 +36,17 @@ def _recomputed_logprobs(params, cfg, prompt, out, temperature, mask=None):
 def test_generate_logprobs_match_full_forward(tiny, temperature, top_p):
     cfg, params = tiny
     prompt = token_batch(cfg.vocab_size, 3, 5, seed=9)
-    out = generate(params, cfg, prompt, key=jr.key(0), max_new_tokens=6,
-                   temperature=temperature, top_p=top_p, topk_logprobs=4,
-                   return_full_logprobs=True)
+    out = generate(
+        params,
+        cfg,
+        prompt,
+        key=jr.key(0),
+        max_new_tokens=6,
+        temperature=temperature,
+        top_p=top_p,
+        topk_logprobs=4,
+        return_full_logprobs=True,
+    )
     assert out.tokens.shape == (3, 6) and out.topk_ids.shape == (3, 6, 4)
     want = _recomputed_logprobs(params, cfg, prompt, out, temperature)
     assert_close(out.full_logprobs, want, rtol=1e-9, atol=1e-9)
@@ -62,16 +73,27 @@ def test_generate_left_padded_prompt_matches_unpadded(tiny):
     np.testing.assert_array_equal(both.tokens[0], alone.tokens[0])
     assert_close(both.logprobs[0], alone.logprobs[0], rtol=1e-9, atol=1e-9)
     want = _recomputed_logprobs(params, cfg, batch, both, 0.0, mask)
-    assert_close(both.logprobs, jnp.take_along_axis(
-        want, both.tokens[..., None], axis=-1)[..., 0], rtol=1e-9, atol=1e-9)
+    assert_close(
+        both.logprobs,
+        jnp.take_along_axis(want, both.tokens[..., None], axis=-1)[..., 0],
+        rtol=1e-9,
+        atol=1e-9,
+    )
 
 
 def test_generate_sampling_frequencies_follow_softmax(tiny):
     cfg, params = tiny
     n = 4000
     prompt = np.tile(token_batch(cfg.vocab_size, 1, 4, seed=12), (n, 1))
-    out = generate(params, cfg, prompt, key=jr.key(2), max_new_tokens=1,
-                   temperature=1.5, return_full_logprobs=True)
+    out = generate(
+        params,
+        cfg,
+        prompt,
+        key=jr.key(2),
+        max_new_tokens=1,
+        temperature=1.5,
+        return_full_logprobs=True,
+    )
     probs = np.exp(np.asarray(out.full_logprobs[0, 0]))
     counts = np.bincount(np.asarray(out.tokens[:, 0]), minlength=cfg.vocab_size)
     # statistical tier: relative L2 error of the empirical distribution, fixed seed
@@ -84,31 +106,44 @@ def test_generate_top_p_restricts_support_to_nucleus(tiny):
     n = 500
     prompt = np.tile(token_batch(cfg.vocab_size, 1, 4, seed=13), (n, 1))
     # temperature 3 flattens the tiny model's peaked softmax so the nucleus is wide
-    out = generate(params, cfg, prompt, key=jr.key(3), max_new_tokens=1,
-                   temperature=3.0, top_p=0.5, return_full_logprobs=True)
+    out = generate(
+        params,
+        cfg,
+        prompt,
+        key=jr.key(3),
+        max_new_tokens=1,
+        temperature=3.0,
+        top_p=0.5,
+        return_full_logprobs=True,
+    )
     probs = np.exp(np.asarray(out.full_logprobs[0, 0]))
     order = np.argsort(-probs)
     cut = int(np.searchsorted(np.cumsum(probs[order]), 0.5)) + 1
     nucleus = set(order[:cut].tolist())
     assert set(np.asarray(out.tokens[:, 0]).tolist()) <= nucleus
     assert len(nucleus) > 1  # the case is not trivially greedy
-    tiny_p = generate(params, cfg, prompt[:4], key=jr.key(4), max_new_tokens=1,
-                      top_p=1e-6)
+    tiny_p = generate(
+        params, cfg, prompt[:4], key=jr.key(4), max_new_tokens=1, top_p=1e-6
+    )
     np.testing.assert_array_equal(tiny_p.tokens[:, 0], order[0])
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"max_new_tokens": 0}, "max_new_tokens = 0"),
-    ({"max_new_tokens": 100}, "exceeds max_positions 64"),
-    ({"max_new_tokens": 2, "temperature": -1.0}, "temperature = -1.0"),
-    ({"max_new_tokens": 2, "top_p": 0.0}, "top_p = 0.0"),
-    ({"max_new_tokens": 2, "topk_logprobs": 10**6}, "topk_logprobs = 1000000"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"max_new_tokens": 0}, "max_new_tokens = 0"),
+        ({"max_new_tokens": 100}, "exceeds max_positions 64"),
+        ({"max_new_tokens": 2, "temperature": -1.0}, "temperature = -1.0"),
+        ({"max_new_tokens": 2, "top_p": 0.0}, "top_p = 0.0"),
+        ({"max_new_tokens": 2, "topk_logprobs": 10**6}, "topk_logprobs = 1000000"),
+    ],
+)
 def test_generate_refuses_bad_arguments(tiny, kwargs, message):
     cfg, params = tiny
     with pytest.raises(BadInput, match=message):
-        generate(params, cfg, token_batch(cfg.vocab_size, 1, 3), key=jr.key(0),
-                 **kwargs)
+        generate(
+            params, cfg, token_batch(cfg.vocab_size, 1, 3), key=jr.key(0), **kwargs
+        )
 
 
 def test_completion_mask_keeps_through_first_eos():

@@ -22,8 +22,9 @@ def test_load_gguf_interleaved_layout_gives_hf_logits(tiny_dirs, tiny_gguf):
     assert not np.allclose(params["blocks"]["wq"], params_hf["blocks"]["wq"])
     ids = token_batch(cfg.vocab_size, 2, 12, seed=8)
     # both float32 with identical weights up to a row permutation: summation order only
-    assert_close(forward(params, cfg, ids), forward(params_hf, cfg_hf, ids),
-                 rtol=0, atol=1e-5)
+    assert_close(
+        forward(params, cfg, ids), forward(params_hf, cfg_hf, ids), rtol=0, atol=1e-5
+    )
 
 
 @pytest.mark.parametrize("kind", ["qwen2", "qwen3"])
@@ -35,10 +36,14 @@ def test_load_gguf_qwen_rotate_half_gives_hf_logits(tiny_dirs, tmp_path, kind):
     cfg_hf, params_hf, _ = load_hf(directory)
     assert cfg.rope_layout is RopeLayout.HALF and not cfg.tie_embeddings
     assert (cfg.qk_norm, cfg.attention_bias, cfg.head_dim) == (
-        cfg_hf.qk_norm, cfg_hf.attention_bias, cfg_hf.head_dim)
+        cfg_hf.qk_norm,
+        cfg_hf.attention_bias,
+        cfg_hf.head_dim,
+    )
     ids = token_batch(cfg.vocab_size, 1, 9, seed=8)
-    assert_close(forward(params, cfg, ids), forward(params_hf, cfg_hf, ids),
-                 rtol=0, atol=1e-5)
+    assert_close(
+        forward(params, cfg, ids), forward(params_hf, cfg_hf, ids), rtol=0, atol=1e-5
+    )
 
 
 def test_load_gguf_with_wrong_rope_layout_differs(tiny_dirs, tiny_gguf):

@@ -12,11 +12,13 @@ from theorycheck.models import tokenizer_from_gguf_fields
 
 def _fields(**overrides):
     tokens = ck.vocab_tokens()
-    fields = {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "gpt2",
-              "tokenizer.ggml.tokens": tokens,
-              "tokenizer.ggml.token_type": [3 if t in ck.SPECIAL else 1
-                                            for t in tokens],
-              "tokenizer.ggml.merges": [" ".join(m) for m in ck.MERGES]}
+    fields = {
+        "tokenizer.ggml.model": "gpt2",
+        "tokenizer.ggml.pre": "gpt2",
+        "tokenizer.ggml.tokens": tokens,
+        "tokenizer.ggml.token_type": [3 if t in ck.SPECIAL else 1 for t in tokens],
+        "tokenizer.ggml.merges": [" ".join(m) for m in ck.MERGES],
+    }
     fields.update(overrides)
     return {k: v for k, v in fields.items() if v is not None}
 
@@ -34,12 +36,15 @@ def test_tokenizer_from_gguf_fields_smollm_splits_digits():
     assert pieces == ["Ġ", "2", "0", "2", "6"]
 
 
-@pytest.mark.parametrize("overrides,message", [
-    ({"tokenizer.ggml.model": "llama"}, "'tokenizer.ggml.model' = 'llama'"),
-    ({"tokenizer.ggml.pre": "qwen2"}, "'tokenizer.ggml.pre' = 'qwen2'"),
-    ({"tokenizer.ggml.merges": None}, "tokenizer missing"),
-    ({"tokenizer.ggml.merges": ["Ġt"]}, "malformed merge 'Ġt'"),
-])
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        ({"tokenizer.ggml.model": "llama"}, "'tokenizer.ggml.model' = 'llama'"),
+        ({"tokenizer.ggml.pre": "qwen2"}, "'tokenizer.ggml.pre' = 'qwen2'"),
+        ({"tokenizer.ggml.merges": None}, "tokenizer missing"),
+        ({"tokenizer.ggml.merges": ["Ġt"]}, "malformed merge 'Ġt'"),
+    ],
+)
 def test_tokenizer_from_gguf_fields_refuses_unsupported(overrides, message):
     with pytest.raises(BadInput, match=message) as err:
         tokenizer_from_gguf_fields(_fields(**overrides), "x.gguf")
@@ -52,17 +57,21 @@ def _python_bpe(tokens, merges):
     tok2id = {t: i for i, t in enumerate(tokens)}
     ranks = {tuple(m.split(" ")): i for i, m in enumerate(merges)}
     byte_map = ck.byte_symbols()
-    gpt2 = re.compile(r"'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+"
-                      r"| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+")
+    gpt2 = re.compile(
+        r"'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+"
+        r"| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+"
+    )
 
     def bpe(word):
         parts = list(word)
         while len(parts) > 1:
-            rank, i = min((ranks.get((parts[j], parts[j + 1]), float("inf")), j)
-                          for j in range(len(parts) - 1))
+            rank, i = min(
+                (ranks.get((parts[j], parts[j + 1]), float("inf")), j)
+                for j in range(len(parts) - 1)
+            )
             if rank == float("inf"):
                 break
-            parts[i:i + 2] = [parts[i] + parts[i + 1]]
+            parts[i : i + 2] = [parts[i] + parts[i + 1]]
         return parts
 
     def encode(text):
@@ -87,8 +96,11 @@ def test_tokenizer_from_gguf_fields_matches_python_bpe_on_smollm2(real_model):
     merges = reader.fields["tokenizer.ggml.merges"].contents()
     encode = _python_bpe(tokens, merges)
     tok = real_model.tokenizer
-    for text in ["The capital of France is Paris. The capital of Italy is",
-                 "In 2026, 12 apples cost $3.50 (or 350 cents)!",
-                 "def f(x):\n    return x  + 1\n\n", "don't I'll we've"]:
+    for text in [
+        "The capital of France is Paris. The capital of Italy is",
+        "In 2026, 12 apples cost $3.50 (or 350 cents)!",
+        "def f(x):\n    return x  + 1\n\n",
+        "don't I'll we've",
+    ]:
         assert tok.encode(text).ids == encode(text), text
         assert tok.decode(tok.encode(text).ids) == text

@@ -19,12 +19,16 @@ def test_load_hf_round_trips_llama_tensors(tiny_dirs):
     np.testing.assert_array_equal(params["embed"], tensors["model.embed_tokens.weight"])
     for i in range(cfg.num_layers):
         p = f"model.layers.{i}."
-        np.testing.assert_array_equal(params["blocks"]["wq"][i],
-                                      tensors[p + "self_attn.q_proj.weight"].T)
-        np.testing.assert_array_equal(params["blocks"]["w_down"][i],
-                                      tensors[p + "mlp.down_proj.weight"].T)
-        np.testing.assert_array_equal(params["blocks"]["mlp_norm"][i],
-                                      tensors[p + "post_attention_layernorm.weight"])
+        np.testing.assert_array_equal(
+            params["blocks"]["wq"][i], tensors[p + "self_attn.q_proj.weight"].T
+        )
+        np.testing.assert_array_equal(
+            params["blocks"]["w_down"][i], tensors[p + "mlp.down_proj.weight"].T
+        )
+        np.testing.assert_array_equal(
+            params["blocks"]["mlp_norm"][i],
+            tensors[p + "post_attention_layernorm.weight"],
+        )
     assert tok.decode(tok.encode("the cap").ids) == "the cap"
 
 
@@ -34,18 +38,21 @@ def test_load_hf_reads_sharded_index_and_qk_norm(tiny_dirs):
     cfg, params, _ = load_hf(directory)
     assert cfg.qk_norm and cfg.head_dim == cfg_dict["head_dim"] != cfg.hidden_size // 4
     np.testing.assert_array_equal(params["lm_head"], tensors["lm_head.weight"].T)
-    np.testing.assert_array_equal(params["blocks"]["k_norm"][2],
-                                  tensors["model.layers.2.self_attn.k_norm.weight"])
+    np.testing.assert_array_equal(
+        params["blocks"]["k_norm"][2], tensors["model.layers.2.self_attn.k_norm.weight"]
+    )
 
 
 def test_load_hf_round_trips_gpt2_conv1d_layout(tiny_dirs):
     directory, tensors, _ = tiny_dirs["gpt2"]
     cfg, params, _ = load_hf(directory)
     assert cfg.family is Family.GPT2 and cfg.intermediate_size == 4 * cfg.hidden_size
-    np.testing.assert_array_equal(params["blocks"]["w_qkv"][1],
-                                  tensors["transformer.h.1.attn.c_attn.weight"])
-    np.testing.assert_array_equal(params["pos_embed"],
-                                  tensors["transformer.wpe.weight"])
+    np.testing.assert_array_equal(
+        params["blocks"]["w_qkv"][1], tensors["transformer.h.1.attn.c_attn.weight"]
+    )
+    np.testing.assert_array_equal(
+        params["pos_embed"], tensors["transformer.wpe.weight"]
+    )
 
 
 def test_load_hf_bfloat16_weights_read(tmp_path):
@@ -59,7 +66,8 @@ def test_load_hf_bfloat16_weights_read(tmp_path):
     _, params, _ = load_hf(directory)
     assert params["embed"].dtype == np.float32
     np.testing.assert_array_equal(
-        params["embed"], half["model.embed_tokens.weight"].astype(np.float32))
+        params["embed"], half["model.embed_tokens.weight"].astype(np.float32)
+    )
 
 
 def _copy(tiny_dirs, tmp_path, kind="llama"):
@@ -81,15 +89,20 @@ def _edit_config(directory, **changes):
         json.dump(cfg, fh)
 
 
-@pytest.mark.parametrize("changes,message", [
-    ({"architectures": ["MambaForCausalLM"]},
-     "unknown architecture 'MambaForCausalLM'"),
-    ({"rope_scaling": {"type": "yarn", "factor": 4.0}}, "field 'rope_scaling'"),
-    ({"hidden_act": "gelu"}, "field 'hidden_act' = 'gelu'"),
-    ({"hidden_size": None}, "missing field 'hidden_size'"),
-    ({"num_hidden_layers": 2.5}, "field 'num_hidden_layers' = 2.5 is not a int"),
-    ({"num_key_value_heads": 3}, "not a multiple of num_kv_heads = 3"),
-])
+@pytest.mark.parametrize(
+    "changes,message",
+    [
+        (
+            {"architectures": ["MambaForCausalLM"]},
+            "unknown architecture 'MambaForCausalLM'",
+        ),
+        ({"rope_scaling": {"type": "yarn", "factor": 4.0}}, "field 'rope_scaling'"),
+        ({"hidden_act": "gelu"}, "field 'hidden_act' = 'gelu'"),
+        ({"hidden_size": None}, "missing field 'hidden_size'"),
+        ({"num_hidden_layers": 2.5}, "field 'num_hidden_layers' = 2.5 is not a int"),
+        ({"num_key_value_heads": 3}, "not a multiple of num_kv_heads = 3"),
+    ],
+)
 def test_load_hf_refuses_bad_config(tiny_dirs, tmp_path, changes, message):
     directory = _copy(tiny_dirs, tmp_path)
     _edit_config(directory, **changes)

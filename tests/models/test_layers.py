@@ -34,8 +34,12 @@ def test_rope_scores_depend_only_on_relative_position(layout, seed, m, n):
         return jnp.sum(_rope(q, pa, 1e4, layout) * _rope(k, pb, 1e4, layout))
 
     # RoFormer eq. 16: <R_m q, R_n k> = <q, R_{n-m} k>; rotations preserve norms
-    assert_close(score(m, n), score(0, n - m) if n >= m else score(m - n, 0),
-                 rtol=1e-9, atol=1e-9)
+    assert_close(
+        score(m, n),
+        score(0, n - m) if n >= m else score(m - n, 0),
+        rtol=1e-9,
+        atol=1e-9,
+    )
     rotated = _rope(q, jnp.full((1, 1), m, jnp.int32), 1e4, layout)
     assert_close(jnp.linalg.norm(rotated), jnp.linalg.norm(q))
 
@@ -73,8 +77,24 @@ def test_attention_grouped_query_equals_repeated_kv():
 
 def test_model_config_refuses_inconsistent_heads():
     with pytest.raises(ValueError, match="num_heads = 6 is not a multiple"):
-        ModelConfig(family=Family.LLAMA, vocab_size=5, hidden_size=8, num_layers=1,
-                    num_heads=6, num_kv_heads=4, head_dim=4, intermediate_size=8)
+        ModelConfig(
+            family=Family.LLAMA,
+            vocab_size=5,
+            hidden_size=8,
+            num_layers=1,
+            num_heads=6,
+            num_kv_heads=4,
+            head_dim=4,
+            intermediate_size=8,
+        )
     with pytest.raises(ValueError, match="ModelConfig.num_layers = 0"):
-        ModelConfig(family=Family.GPT2, vocab_size=5, hidden_size=8, num_layers=0,
-                    num_heads=2, num_kv_heads=2, head_dim=4, intermediate_size=8)
+        ModelConfig(
+            family=Family.GPT2,
+            vocab_size=5,
+            hidden_size=8,
+            num_layers=0,
+            num_heads=2,
+            num_kv_heads=2,
+            head_dim=4,
+            intermediate_size=8,
+        )

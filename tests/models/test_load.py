@@ -17,8 +17,10 @@ from theorycheck.models import (
     sha256_file,
 )
 
-PROMPT = ("The capital of France is Paris. The capital of Germany is Berlin. "
-          "The capital of Italy is")
+PROMPT = (
+    "The capital of France is Paris. The capital of Germany is Berlin. "
+    "The capital of Italy is"
+)
 SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 
 
@@ -52,14 +54,25 @@ def test_load_model_missing_package_is_named(monkeypatch):
 def test_load_model_smollm2_predicts_rome(real_model):
     cfg, params, tok = real_model
     assert (cfg.num_layers, cfg.vocab_size, cfg.num_heads, cfg.num_kv_heads) == (
-        30, 49152, 9, 3)
+        30,
+        49152,
+        9,
+        3,
+    )
     assert cfg.tie_embeddings and cfg.rope_layout is RopeLayout.INTERLEAVED
     ids = np.asarray([tok.encode(PROMPT).ids], np.int32)
     logits = forward(params, cfg, ids)
     assert tok.decode([int(jnp.argmax(logits[0, -1]))]) == " Rome"
     # the KV-cache path continues greedily with the same token and log-probs
-    out = generate(params, cfg, ids, key=jr.key(0), max_new_tokens=3,
-                   temperature=0.0, topk_logprobs=5)
+    out = generate(
+        params,
+        cfg,
+        ids,
+        key=jr.key(0),
+        max_new_tokens=3,
+        temperature=0.0,
+        topk_logprobs=5,
+    )
     assert tok.decode([int(out.tokens[0, 0])]) == " Rome"
     seq = np.concatenate([ids, np.asarray(out.tokens)], axis=1)
     steps = forward(params, cfg, seq)[0, ids.shape[1] - 1 : -1]

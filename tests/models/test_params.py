@@ -28,8 +28,9 @@ def test_split_params_round_trips_and_trunk_shortcut_is_exact(tiny_dirs, kind, n
     jax.tree_util.tree_map(np.testing.assert_array_equal, merged, params)
     ids = token_batch(cfg.vocab_size, 2, 7, seed=14)
     hidden = hidden_states(params, cfg, ids, num_blocks=cfg.num_layers - n)
-    assert_close(logits_from_hidden(trainable, frozen, cfg, hidden),
-                 forward(params, cfg, ids))
+    assert_close(
+        logits_from_hidden(trainable, frozen, cfg, hidden), forward(params, cfg, ids)
+    )
 
 
 def test_split_params_gradient_through_trunk_shortcut_matches_full(tiny_dirs):
@@ -40,8 +41,9 @@ def test_split_params_gradient_through_trunk_shortcut_matches_full(tiny_dirs):
     hidden = hidden_states(params, cfg, ids, num_blocks=cfg.num_layers - 2)
 
     def via_full(t, f):
-        return jnp.sum(jax.nn.log_softmax(forward(merge_params(t, f), cfg, ids))[
-            0, :, 3])
+        return jnp.sum(
+            jax.nn.log_softmax(forward(merge_params(t, f), cfg, ids))[0, :, 3]
+        )
 
     def via_trunk(t, f, h):
         return jnp.sum(jax.nn.log_softmax(logits_from_hidden(t, f, cfg, h))[0, :, 3])
@@ -81,18 +83,24 @@ def test_partition_params_jvp_in_a_subset_equals_zero_padded_full_jvp(tiny_dirs)
     picked = {"blocks/q_norm", "blocks/k_norm", "final_norm"}
     sel, rest = partition_params(params, lambda path: path in picked)
     assert set(sel) == {"blocks", "final_norm"} and set(sel["blocks"]) == {
-        "q_norm", "k_norm"}
-    jax.tree_util.tree_map(np.testing.assert_array_equal,
-                           combine_params(sel, rest), params)
+        "q_norm",
+        "k_norm",
+    }
+    jax.tree_util.tree_map(
+        np.testing.assert_array_equal, combine_params(sel, rest), params
+    )
     ids = token_batch(cfg.vocab_size, 1, 5, seed=16)
     rng = np.random.default_rng(2)
     t_sel = jax.tree_util.tree_map(
-        lambda a: jnp.asarray(rng.standard_normal(a.shape), a.dtype), sel)
+        lambda a: jnp.asarray(rng.standard_normal(a.shape), a.dtype), sel
+    )
     f_sub = lambda s, r: forward(combine_params(s, r), cfg, ids)
     _, jvp_sub = jax.jit(lambda s, r, t: jax.jvp(lambda q: f_sub(q, r), (s,), (t,)))(
-        sel, rest, t_sel)
+        sel, rest, t_sel
+    )
     t_full = combine_params(t_sel, jax.tree_util.tree_map(jnp.zeros_like, rest))
-    _, jvp_full = jax.jit(lambda p, t: jax.jvp(lambda q: forward(q, cfg, ids), (p,),
-                                               (t,)))(params, t_full)
+    _, jvp_full = jax.jit(
+        lambda p, t: jax.jvp(lambda q: forward(q, cfg, ids), (p,), (t,))
+    )(params, t_full)
     assert_close(jvp_sub, jvp_full)
     assert float(jnp.max(jnp.abs(jvp_sub))) > 1e-3  # the subset does move the logits

@@ -88,7 +88,8 @@ def test_forward_jvp_and_vjp_agree_with_finite_differences(tiny_dirs, kind):
     ids = token_batch(cfg.vocab_size, 2, 5, seed=7)
     rng = np.random.default_rng(1)
     tangent = jax.tree_util.tree_map(
-        lambda a: jnp.asarray(rng.standard_normal(a.shape), a.dtype), params)
+        lambda a: jnp.asarray(rng.standard_normal(a.shape), a.dtype), params
+    )
     f = jax.jit(lambda p: forward(p, cfg, ids))
 
     def at(step):
@@ -103,6 +104,10 @@ def test_forward_jvp_and_vjp_agree_with_finite_differences(tiny_dirs, kind):
     # so the gradient is checked against the same finite differences.
     ct = jnp.asarray(rng.standard_normal(jvp.shape), jnp.float64)
     (g,) = jax.jit(lambda p, c: jax.vjp(f, p)[1](c))(params, ct)
-    rhs = sum(jnp.sum(a * b) for a, b in zip(jax.tree_util.tree_leaves(g),
-                                              jax.tree_util.tree_leaves(tangent)))
+    rhs = sum(
+        jnp.sum(a * b)
+        for a, b in zip(
+            jax.tree_util.tree_leaves(g), jax.tree_util.tree_leaves(tangent)
+        )
+    )
     assert_close(jnp.sum(fd * ct), rhs, rtol=1e-6, atol=1e-7)

@@ -8,21 +8,34 @@ import tempfile
 from pathlib import Path
 
 NAME = "audit"
-HELP = ("per rule, the share of nonzero-advantage sequence-normalised token weight it "
-        "gates, zero-advantage groups and log-ratio clamp activations of a batch")
+HELP = (
+    "per rule, the share of nonzero-advantage sequence-normalised token weight it "
+    "gates, zero-advantage groups and log-ratio clamp activations of a batch"
+)
 DEFAULT_RULES = "ppo,dppo_binary_tv,glm5,dapo,cispo,sapo"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("batch", metavar="BATCH",
-                        help=".npz or .json with p, q, adv, mask, group_id")
-    parser.add_argument("--rules", default=DEFAULT_RULES, metavar="R1,R2,...",
-                        help=f"token rules to audit (default: {DEFAULT_RULES})")
-    parser.add_argument("--set", dest="params", action="append", default=[],
-                        metavar="RULE.KEY=VALUE",
-                        help="override one rule's hyperparameter (repeatable)")
-    parser.add_argument("--plot", metavar="PNG",
-                        help="also save a bar chart of the gated shares")
+    parser.add_argument(
+        "batch", metavar="BATCH", help=".npz or .json with p, q, adv, mask, group_id"
+    )
+    parser.add_argument(
+        "--rules",
+        default=DEFAULT_RULES,
+        metavar="R1,R2,...",
+        help=f"token rules to audit (default: {DEFAULT_RULES})",
+    )
+    parser.add_argument(
+        "--set",
+        dest="params",
+        action="append",
+        default=[],
+        metavar="RULE.KEY=VALUE",
+        help="override one rule's hyperparameter (repeatable)",
+    )
+    parser.add_argument(
+        "--plot", metavar="PNG", help="also save a bar chart of the gated shares"
+    )
 
 
 def _overrides(items, rules):
@@ -33,24 +46,34 @@ def _overrides(items, rules):
     for item in items:
         target, dot, rest = item.partition(".")
         if not dot or target not in rules:
-            raise BadInput(f"--set {item!r}: expected RULE.KEY=VALUE with RULE one of "
-                           f"{', '.join(rules)}")
+            raise BadInput(
+                f"--set {item!r}: expected RULE.KEY=VALUE with RULE one of "
+                f"{', '.join(rules)}"
+            )
         per_rule.setdefault(target, {}).update(parse_assignments([rest]))
     return {r: resolve_params(r, kv)[0] for r, kv in per_rule.items()}
 
 
 def render_markdown(report: dict) -> str:
     """The audit table as markdown."""
-    lines = [f"Audit of {report['batch']}: {report['responses']} responses in "
-             f"{report['groups']} groups, {report['tokens']} valid tokens "
-             f"({report['nonzero_adv_tokens']} with nonzero advantage)", "",
-             f"Zero-advantage groups: {100 * report['zero_adv_group_share']:.2f}%", "",
-             "| rule | gated share of nonzero-advantage weight | gated tokens | "
-             "log-ratio clamp active |", "|---|---|---|---|"]
+    lines = [
+        f"Audit of {report['batch']}: {report['responses']} responses in "
+        f"{report['groups']} groups, {report['tokens']} valid tokens "
+        f"({report['nonzero_adv_tokens']} with nonzero advantage)",
+        "",
+        f"Zero-advantage groups: {100 * report['zero_adv_group_share']:.2f}%",
+        "",
+        "| rule | gated share of nonzero-advantage weight | gated tokens | "
+        "log-ratio clamp active |",
+        "|---|---|---|---|",
+    ]
     for r in report["rules"]:
         share = "—" if r["gated_share"] is None else f"{100 * r['gated_share']:.2f}%"
-        clamp = ("—" if r["clamp_tokens"] is None else
-                 f"{r['clamp_tokens']} ({100 * r['clamp_share']:.3f}%)")
+        clamp = (
+            "—"
+            if r["clamp_tokens"] is None
+            else f"{r['clamp_tokens']} ({100 * r['clamp_share']:.3f}%)"
+        )
         lines.append(f"| {r['rule']} | {share} | {r['gated_tokens']} | {clamp} |")
     return "\n".join(lines)
 
@@ -67,8 +90,10 @@ def save_plot(report: dict, path: str) -> None:
     fig, ax = plt.subplots(figsize=(1.2 * len(names) + 2, 3.2))
     ax.bar(names, shares, color="#4c72b0")
     ax.set_ylabel("gated share of nonzero-adv. weight (%)")
-    ax.set_title(f"{Path(report['batch']).name}: zero-advantage groups "
-                 f"{100 * report['zero_adv_group_share']:.1f}%")
+    ax.set_title(
+        f"{Path(report['batch']).name}: zero-advantage groups "
+        f"{100 * report['zero_adv_group_share']:.1f}%"
+    )
     for i, v in enumerate(shares):
         ax.text(i, v, f"{v:.1f}", ha="center", va="bottom", fontsize=8)
     fig.tight_layout()
@@ -96,12 +121,16 @@ def run(args: argparse.Namespace) -> int:
     if args.plot is not None:
         parent = Path(args.plot).parent
         if not parent.is_dir():
-            raise BadInput(f"--plot {args.plot!r}: directory {str(parent)!r} "
-                           "does not exist")
+            raise BadInput(
+                f"--plot {args.plot!r}: directory {str(parent)!r} does not exist"
+            )
     batch = load_batch(args.batch)
     jax.config.update("jax_enable_x64", True)
-    report = {"batch": args.batch, **audit_batch(batch, rules, params),
-              "plot": args.plot}
+    report = {
+        "batch": args.batch,
+        **audit_batch(batch, rules, params),
+        "plot": args.plot,
+    }
     if args.plot is not None:
         save_plot(report, args.plot)
     if args.json:

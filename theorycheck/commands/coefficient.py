@@ -10,17 +10,32 @@ HELP = "gradient coefficient c (objective gradient = c grad log pi_k) of one tok
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", metavar="NAME",
-                        help="a registered token rule, e.g. ppo, dual_clip, "
-                             "dppo_binary_tv")
-    parser.add_argument("--p", type=float, required=True,
-                        help="current (trainer) probability of the sampled token")
-    parser.add_argument("--q", type=float, required=True,
-                        help="behavior (rollout) probability of the sampled token")
+    parser.add_argument(
+        "name",
+        metavar="NAME",
+        help="a registered token rule, e.g. ppo, dual_clip, dppo_binary_tv",
+    )
+    parser.add_argument(
+        "--p",
+        type=float,
+        required=True,
+        help="current (trainer) probability of the sampled token",
+    )
+    parser.add_argument(
+        "--q",
+        type=float,
+        required=True,
+        help="behavior (rollout) probability of the sampled token",
+    )
     parser.add_argument("--adv", type=float, required=True, help="advantage")
-    parser.add_argument("--set", dest="params", action="append", default=[],
-                        metavar="KEY=VALUE",
-                        help="override a hyperparameter (repeatable)")
+    parser.add_argument(
+        "--set",
+        dest="params",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a hyperparameter (repeatable)",
+    )
 
 
 def check_probability(flag: str, value: float) -> None:
@@ -43,8 +58,9 @@ def run(args: argparse.Namespace) -> int:
     check_probability("--q", args.q)
     if not math.isfinite(args.adv):
         raise BadInput(f"--adv {args.adv!r} must be finite")
-    params, inputs = resolve_params(args.name, parse_assignments(args.params),
-                                    allow_inputs=True)
+    params, inputs = resolve_params(
+        args.name, parse_assignments(args.params), allow_inputs=True
+    )
     jax.config.update("jax_enable_x64", True)
     c, gated = spec.coefficient(args.p, args.q, args.adv, **inputs, **params)
     result = {
@@ -61,13 +77,19 @@ def run(args: argparse.Namespace) -> int:
         emit_json(result)
         return 0
     shown = ", ".join(f"{k}={v:g}" for k, v in result["params"].items())
-    print(f"{args.name}  p={args.p:g}  q={args.q:g}  r={result['ratio']:.6g}  "
-          f"adv={args.adv:g}  ({shown})")
-    print(f"  c = {result['coefficient']:.6g}"
-          + ("   gated: the rule zeroes this token" if result["gated"] else ""))
+    print(
+        f"{args.name}  p={args.p:g}  q={args.q:g}  r={result['ratio']:.6g}  "
+        f"adv={args.adv:g}  ({shown})"
+    )
+    print(
+        f"  c = {result['coefficient']:.6g}"
+        + ("   gated: the rule zeroes this token" if result["gated"] else "")
+    )
     clamp = params.get("log_ratio_clamp")
     if clamp is not None and abs(math.log(args.p / args.q)) > clamp:
         size = abs(math.log(args.p / args.q))
-        print(f"  log-ratio guard active: |log r| = {size:.4g} > {clamp:g}; "
-              "c = 0 wherever the gradient flows through r")
+        print(
+            f"  log-ratio guard active: |log r| = {size:.4g} > {clamp:g}; "
+            "c = 0 wherever the gradient flows through r"
+        )
     return 0

@@ -13,13 +13,26 @@ HELP = "next-token distribution after a prompt (SmolLM2 default, HF dir or .gguf
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default="smollm2", metavar="NAME_OR_PATH",
-                        help="'smollm2' (embedded default), an HF directory or a .gguf "
-                             "file (default: smollm2)")
-    parser.add_argument("--prompt", required=True, metavar="TEXT",
-                        help="the text whose next token is predicted")
-    parser.add_argument("--top", type=int, default=10, metavar="N",
-                        help="how many most likely tokens to list (default: 10)")
+    parser.add_argument(
+        "--model",
+        default="smollm2",
+        metavar="NAME_OR_PATH",
+        help="'smollm2' (embedded default), an HF directory or a .gguf "
+        "file (default: smollm2)",
+    )
+    parser.add_argument(
+        "--prompt",
+        required=True,
+        metavar="TEXT",
+        help="the text whose next token is predicted",
+    )
+    parser.add_argument(
+        "--top",
+        type=int,
+        default=10,
+        metavar="N",
+        help="how many most likely tokens to list (default: 10)",
+    )
 
 
 def next_token_distribution(model, prompt: str) -> np.ndarray:
@@ -37,8 +50,10 @@ def next_token_distribution(model, prompt: str) -> np.ndarray:
     ids = model.tokenizer.encode(prompt).ids
     if not ids:
         raise BadInput(f"--prompt {prompt!r} encodes to no tokens")
-    logits = np.asarray(forward(model.params, model.config,
-                                np.asarray([ids], dtype=np.int32))[0, -1], np.float64)
+    logits = np.asarray(
+        forward(model.params, model.config, np.asarray([ids], dtype=np.int32))[0, -1],
+        np.float64,
+    )
     z = logits - logits.max()
     return np.exp(z) / np.exp(z).sum()
 
@@ -51,17 +66,26 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput(f"--top {args.top} must be >= 1")
     model = load_model(args.model)
     if args.top > model.config.vocab_size:
-        raise BadInput(f"--top {args.top} exceeds the vocabulary size "
-                       f"{model.config.vocab_size}")
+        raise BadInput(
+            f"--top {args.top} exceeds the vocabulary size {model.config.vocab_size}"
+        )
     probs = next_token_distribution(model, args.prompt)
     order = np.argsort(-probs, kind="stable")[: args.top]
-    tokens = [{"id": int(i), "token": model.tokenizer.decode([int(i)]),
-               "prob": float(probs[i])} for i in order]
+    tokens = [
+        {
+            "id": int(i),
+            "token": model.tokenizer.decode([int(i)]),
+            "prob": float(probs[i]),
+        }
+        for i in order
+    ]
     if args.json:
         emit_json({"model": args.model, "tokens": tokens})
         return 0
-    print(f"model: {args.model} ({model.config.name}, {model.config.num_layers} "
-          f"layers, V = {model.config.vocab_size})")
+    print(
+        f"model: {args.model} ({model.config.name}, {model.config.num_layers} "
+        f"layers, V = {model.config.vocab_size})"
+    )
     print(f"next token after {args.prompt!r}:")
     for rank, t in enumerate(tokens, 1):
         print(f"{rank:4d}  {t['prob']:.4f}  id {t['id']:>6d}  {t['token']!r}")

@@ -78,13 +78,9 @@ def derive(loss, vocab: int, sampled: int, exact_inputs) -> Derived:
     if frozen:
         marks = [sp.Dummy(f"w{j}", real=True) for j in range(len(frozen))]
         body = expr.xreplace(dict(zip(frozen, marks)))
-        grad_w = symbolic.to_probability(
-            sp.Matrix(symbolic.logit_gradient(body, z)), z
-        )
+        grad_w = symbolic.to_probability(sp.Matrix(symbolic.logit_gradient(body, z)), z)
         hess_w = symbolic.to_probability(symbolic.logit_hessian(body, z), z)
-        used = [
-            (m, f) for m, f in zip(marks, frozen) if m in body.free_symbols
-        ]
+        used = [(m, f) for m, f in zip(marks, frozen) if m in body.free_symbols]
         values = [
             (m, symbolic.to_probability(symbolic.unfreeze(f), z)) for m, f in used
         ]

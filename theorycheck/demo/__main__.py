@@ -22,8 +22,11 @@ from tqdm import tqdm
 
 def _parse(argv):
     p = argparse.ArgumentParser(prog="python -m theorycheck.demo", description=__doc__)
-    p.add_argument("--model", default="smollm2",
-                   help="'smollm2' (embedded), an HF directory or a .gguf file")
+    p.add_argument(
+        "--model",
+        default="smollm2",
+        help="'smollm2' (embedded), an HF directory or a .gguf file",
+    )
     p.add_argument("--out", default="reports/demo", help="output folder")
     p.add_argument("--samples", type=int, default=4, help="responses per prompt")
     p.add_argument("--new-tokens", type=int, default=16, help="tokens per response")
@@ -52,22 +55,27 @@ def main(argv=None) -> int:
         steps.update()
         t0 = time.perf_counter()
         steps.set_postfix_str("sampling (bfloat16 engine) + trainer recompute")
-        rollouts = _rollout.collect(model, samples=args.samples,
-                                    new_tokens=args.new_tokens, topk=args.topk,
-                                    temperature=1.0, seed=args.seed)
+        rollouts = _rollout.collect(
+            model,
+            samples=args.samples,
+            new_tokens=args.new_tokens,
+            topk=args.topk,
+            temperature=1.0,
+            seed=args.seed,
+        )
         timings["rollout_s"] = time.perf_counter() - t0
         steps.update()
         t0 = time.perf_counter()
         steps.set_postfix_str("divergences, Ddot, masks")
         adv = _report.advantages(rollouts)
         stats = _analysis.token_statistics(rollouts, adv, topk=args.topk)
-        tight = _analysis.token_statistics(rollouts, adv, topk=args.topk,
-                                           **_report.tight_deltas(stats))
+        tight = _analysis.token_statistics(
+            rollouts, adv, topk=args.topk, **_report.tight_deltas(stats)
+        )
         timings["analysis_s"] = time.perf_counter() - t0
         steps.update()
         steps.set_postfix_str("writing the report")
-        result = _report.build(args, model.config, rollouts, adv, stats, tight,
-                               timings)
+        result = _report.build(args, model.config, rollouts, adv, stats, tight, timings)
         _report.write(args.out, result, rollouts, adv, stats)
         steps.update()
     except BadInput as err:

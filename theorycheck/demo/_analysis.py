@@ -21,8 +21,9 @@ from theorycheck.numeric import MaskConfig, token_stats
 ESTIMATORS = ("topk_aggregated", "topk_uniform", "topk_proportional")
 
 
-def token_statistics(rollouts, adv, *, topk: int,
-                     delta_kl: float = 0.05, delta_tv: float = 0.15) -> dict:
+def token_statistics(
+    rollouts, adv, *, topk: int, delta_kl: float = 0.05, delta_tv: float = 0.15
+) -> dict:
     """Every per-token quantity of :func:`~theorycheck.numeric.token_stats`, flat.
 
     Args:
@@ -36,10 +37,13 @@ def token_statistics(rollouts, adv, *, topk: int,
     """
     b, n, v = rollouts.logits.shape
     cfg = MaskConfig(topk=topk, delta_kl=delta_kl, delta_tv=delta_tv)
-    stats = token_stats(rollouts.behavior_logp.reshape(b * n, v).astype(np.float64),
-                        rollouts.logits.reshape(b * n, v).astype(np.float64),
-                        rollouts.tokens.reshape(b * n), np.asarray(adv, np.float64),
-                        config=cfg)
+    stats = token_stats(
+        rollouts.behavior_logp.reshape(b * n, v).astype(np.float64),
+        rollouts.logits.reshape(b * n, v).astype(np.float64),
+        rollouts.tokens.reshape(b * n),
+        np.asarray(adv, np.float64),
+        config=cfg,
+    )
     return {key: np.asarray(value, np.float64) for key, value in stats.items()}
 
 
@@ -56,16 +60,24 @@ def sign_agreement(stats: dict) -> dict[str, dict]:
         rows = {"ratio_direction": np.sign(stats["ratio"] - 1.0)}
         rows.update({est: np.sign(stats[f"ddot_{kind}_{est}"]) for est in ESTIMATORS})
         table[kind] = {
-            name: {"agreement": float(np.mean(sign[informative] == exact[informative]))
-                   if informative.any() else None,
-                   "tokens": int(informative.sum())}
+            name: {
+                "agreement": float(np.mean(sign[informative] == exact[informative]))
+                if informative.any()
+                else None,
+                "tokens": int(informative.sum()),
+            }
             for name, sign in rows.items()
         }
     return table
 
 
-MASKS = ("mask_ppo", "mask_dppo_binary_tv", "mask_dppo_topk_kl", "mask_pred_kl_full",
-         *(f"mask_pred_kl_{est}" for est in ESTIMATORS))
+MASKS = (
+    "mask_ppo",
+    "mask_dppo_binary_tv",
+    "mask_dppo_topk_kl",
+    "mask_pred_kl_full",
+    *(f"mask_pred_kl_{est}" for est in ESTIMATORS),
+)
 
 
 def mask_rates(stats: dict, adv) -> dict[str, float]:

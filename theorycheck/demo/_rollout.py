@@ -16,14 +16,26 @@ import numpy as np
 
 #: a small verifiable task: the continuation must name the capital.
 TASKS = (
-    ("The capital of France is Paris. The capital of Germany is Berlin. "
-     "The capital of Italy is", "Rome"),
-    ("The capital of Spain is Madrid. The capital of Portugal is Lisbon. "
-     "The capital of Japan is", "Tokyo"),
-    ("The capital of Egypt is Cairo. The capital of Kenya is Nairobi. "
-     "The capital of Russia is", "Moscow"),
-    ("The capital of Canada is Ottawa. The capital of Brazil is Brasilia. "
-     "The capital of Greece is", "Athens"),
+    (
+        "The capital of France is Paris. The capital of Germany is Berlin. "
+        "The capital of Italy is",
+        "Rome",
+    ),
+    (
+        "The capital of Spain is Madrid. The capital of Portugal is Lisbon. "
+        "The capital of Japan is",
+        "Tokyo",
+    ),
+    (
+        "The capital of Egypt is Cairo. The capital of Kenya is Nairobi. "
+        "The capital of Russia is",
+        "Moscow",
+    ),
+    (
+        "The capital of Canada is Ottawa. The capital of Brazil is Brasilia. "
+        "The capital of Greece is",
+        "Athens",
+    ),
 )
 
 
@@ -55,13 +67,21 @@ def _left_pad(seqs: list[list[int]], pad: int) -> tuple[np.ndarray, np.ndarray]:
     ids = np.full((len(seqs), width), pad, np.int32)
     mask = np.zeros((len(seqs), width), np.int32)
     for i, s in enumerate(seqs):
-        ids[i, width - len(s):] = s
-        mask[i, width - len(s):] = 1
+        ids[i, width - len(s) :] = s
+        mask[i, width - len(s) :] = 1
     return ids, mask
 
 
-def collect(model, *, tasks=TASKS, samples: int, new_tokens: int, topk: int,
-            temperature: float, seed: int) -> Rollouts:
+def collect(
+    model,
+    *,
+    tasks=TASKS,
+    samples: int,
+    new_tokens: int,
+    topk: int,
+    temperature: float,
+    seed: int,
+) -> Rollouts:
     """Samples ``samples`` responses per task and recomputes them in the trainer.
 
     Args:
@@ -83,20 +103,32 @@ def collect(model, *, tasks=TASKS, samples: int, new_tokens: int, topk: int,
     group = np.repeat(np.arange(len(tasks)), samples)
     ids, mask = _left_pad(prompts, pad=0)
     rollout_params = cast_params(params, jnp.bfloat16)
-    gen = generate(rollout_params, cfg, ids, key=jr.key(seed), prompt_mask=mask,
-                   max_new_tokens=new_tokens, temperature=temperature,
-                   topk_logprobs=topk, return_full_logprobs=True)
+    gen = generate(
+        rollout_params,
+        cfg,
+        ids,
+        key=jr.key(seed),
+        prompt_mask=mask,
+        max_new_tokens=new_tokens,
+        temperature=temperature,
+        topk_logprobs=topk,
+        return_full_logprobs=True,
+    )
     tokens = np.asarray(gen.tokens)
     full = np.concatenate([ids, tokens], axis=1)
     full_mask = np.concatenate([mask, np.ones_like(tokens)], axis=1)
     logits = forward(params, cfg, full, attention_mask=full_mask)
     start = ids.shape[1] - 1  # row t scores the token at t + 1
-    trainer = np.asarray(logits[:, start:start + new_tokens], np.float32)
+    trainer = np.asarray(logits[:, start : start + new_tokens], np.float32)
     text = [tok.decode(list(map(int, row))) for row in tokens]
     reward = np.array([float(tasks[g][1] in t) for g, t in zip(group, text)])
     return Rollouts(
-        tokens=tokens, group=group, reward=reward, text=text,
+        tokens=tokens,
+        group=group,
+        reward=reward,
+        text=text,
         behavior_logp=np.asarray(gen.full_logprobs, np.float32),
         topk_logp=np.asarray(gen.topk_logprobs, np.float32),
-        topk_ids=np.asarray(gen.topk_ids, np.int32), logits=trainer,
+        topk_ids=np.asarray(gen.topk_ids, np.int32),
+        logits=trainer,
     )

@@ -50,8 +50,14 @@ def _group_stats(rewards, group_ids, num_groups):
 
 
 @functools.partial(jax.jit, static_argnames=("num_groups", "std"))
-def grpo_advantages(rewards: ArrayLike, group_ids: ArrayLike, *, num_groups: int,
-                    std: str = "sample", eps: float = 1e-6) -> Advantages:
+def grpo_advantages(
+    rewards: ArrayLike,
+    group_ids: ArrayLike,
+    *,
+    num_groups: int,
+    std: str = "sample",
+    eps: float = 1e-6,
+) -> Advantages:
     r"""GRPO advantages :math:`(R_i - \bar R_g)/(\sigma_g + \epsilon)`.
 
     Args:
@@ -85,8 +91,9 @@ def grpo_advantages(rewards: ArrayLike, group_ids: ArrayLike, *, num_groups: int
 
 
 @functools.partial(jax.jit, static_argnames=("num_groups",))
-def rloo_advantages(rewards: ArrayLike, group_ids: ArrayLike, *,
-                    num_groups: int) -> Advantages:
+def rloo_advantages(
+    rewards: ArrayLike, group_ids: ArrayLike, *, num_groups: int
+) -> Advantages:
     r"""RLOO (leave-one-out baseline) advantages :math:`\frac{G}{G-1}(R_i - \bar R_g)`.
 
     Args:
@@ -113,8 +120,9 @@ def rloo_advantages(rewards: ArrayLike, group_ids: ArrayLike, *,
 
 
 @functools.partial(jax.jit, static_argnames=("num_groups",))
-def dr_grpo_advantages(rewards: ArrayLike, group_ids: ArrayLike, *,
-                       num_groups: int) -> Advantages:
+def dr_grpo_advantages(
+    rewards: ArrayLike, group_ids: ArrayLike, *, num_groups: int
+) -> Advantages:
     r"""Dr. GRPO advantages: mean-centred, no standard-deviation division.
 
     .. math::

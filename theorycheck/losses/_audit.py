@@ -32,8 +32,12 @@ from theorycheck.losses._registry import LOSSES
 
 FIELDS = ("p", "q", "adv", "mask", "group_id")
 #: token rules the audit can evaluate from (p, q, adv) and the response alone.
-AUDITABLE = tuple(n for n, s in LOSSES.items() if s.coefficient is not None
-                  and not {"divergence", "ddot"} & set(s.coefficient_inputs))
+AUDITABLE = tuple(
+    n
+    for n, s in LOSSES.items()
+    if s.coefficient is not None
+    and not {"divergence", "ddot"} & set(s.coefficient_inputs)
+)
 
 
 def load_batch(path: str | Path) -> dict[str, np.ndarray]:
@@ -47,8 +51,10 @@ def load_batch(path: str | Path) -> dict[str, np.ndarray]:
             with np.load(path, allow_pickle=False) as data:
                 raw = {k: np.asarray(data[k]) for k in data.files}
         elif path.suffix == ".json":
-            raw = {k: np.asarray(v, dtype=np.float64)
-                   for k, v in json.loads(path.read_text()).items()}
+            raw = {
+                k: np.asarray(v, dtype=np.float64)
+                for k, v in json.loads(path.read_text()).items()
+            }
         else:
             raise BadInput(f"BATCH {str(path)!r}: expected a .npz or .json file")
     except (ValueError, OSError, json.JSONDecodeError) as err:
@@ -57,8 +63,10 @@ def load_batch(path: str | Path) -> dict[str, np.ndarray]:
         raw["group_id"] = raw.pop("prompt_id")
     missing = [f for f in FIELDS if f not in raw]
     if missing:
-        raise BadInput(f"BATCH {str(path)!r} is missing field(s) "
-                       f"{', '.join(missing)}; needs {', '.join(FIELDS)}")
+        raise BadInput(
+            f"BATCH {str(path)!r} is missing field(s) "
+            f"{', '.join(missing)}; needs {', '.join(FIELDS)}"
+        )
     return validate_batch({f: raw[f] for f in FIELDS}, name=str(path))
 
 
@@ -80,21 +88,25 @@ def validate_batch(batch: dict, *, name: str = "batch") -> dict[str, np.ndarray]
         if bad.any():
             s, t = np.argwhere(bad)[0]
             raise BadInput(
-                f"{name}: {f}[{s}, {t}] = {float(a[s, t])!r} is outside (0, 1]")
+                f"{name}: {f}[{s}, {t}] = {float(a[s, t])!r} is outside (0, 1]"
+            )
         out[f] = np.where(mask == 1, a, 1.0)
     adv = np.asarray(batch["adv"], dtype=np.float64)
     if adv.shape == shape[:1]:
         adv = np.repeat(adv[:, None], shape[1], axis=1)
     if adv.shape != shape:
-        raise BadInput(f"{name}: adv has shape {adv.shape}; expected [S] = "
-                       f"({shape[0]},) or [S, T] = {shape}")
+        raise BadInput(
+            f"{name}: adv has shape {adv.shape}; expected [S] = "
+            f"({shape[0]},) or [S, T] = {shape}"
+        )
     if not np.all(np.isfinite(adv[mask == 1])):
         raise BadInput(f"{name}: adv holds a non-finite value on a valid token")
     out["adv"] = np.where(mask == 1, adv, 0.0)
     gid = np.asarray(batch["group_id"])
     if gid.shape != shape[:1]:
-        raise BadInput(f"{name}: group_id has shape {gid.shape}; expected "
-                       f"({shape[0]},)")
+        raise BadInput(
+            f"{name}: group_id has shape {gid.shape}; expected ({shape[0]},)"
+        )
     if not np.all(np.equal(np.mod(gid, 1), 0)):
         raise BadInput(f"{name}: group_id must hold integers")
     out["group_id"] = gid.astype(np.int64)
@@ -110,8 +122,10 @@ def _rule_inputs(name, batch):
     lengths = np.maximum(m.sum(axis=1, keepdims=True), 1.0)
     if name == "gspo_token":
         return {"seq_log_ratio": np.broadcast_to(total / lengths, m.shape)}
-    return {"other_log_ratio": total - log_r,
-            "length": np.broadcast_to(lengths, m.shape)}
+    return {
+        "other_log_ratio": total - log_r,
+        "length": np.broadcast_to(lengths, m.shape),
+    }
 
 
 def audit_batch(batch: dict, rules, params=None) -> dict:
@@ -132,34 +146,44 @@ def audit_batch(batch: dict, rules, params=None) -> dict:
     nonzero = (batch["adv"] != 0) & (m == 1)
     denom = float(np.sum(weight * nonzero))
     groups = np.unique(batch["group_id"])
-    zero_groups = sum(1 for g in groups
-                      if not nonzero[batch["group_id"] == g].any())
+    zero_groups = sum(1 for g in groups if not nonzero[batch["group_id"] == g].any())
     log_r = np.log(batch["p"]) - np.log(batch["q"])
     rows = []
     for name in rules:
         spec = LOSSES[name]
         kw = {**spec.defaults, **params.get(name, {})}
-        _, gated = spec.coefficient(jnp.asarray(batch["p"]), jnp.asarray(batch["q"]),
-                                    jnp.asarray(batch["adv"]),
-                                    **{k: jnp.asarray(v) for k, v in
-                                       _rule_inputs(name, batch).items()}, **kw)
+        _, gated = spec.coefficient(
+            jnp.asarray(batch["p"]),
+            jnp.asarray(batch["q"]),
+            jnp.asarray(batch["adv"]),
+            **{k: jnp.asarray(v) for k, v in _rule_inputs(name, batch).items()},
+            **kw,
+        )
         gated = np.asarray(gated) & (m == 1)
         clamp = kw.get("log_ratio_clamp")
         clamped = (np.abs(log_r) > clamp) & (m == 1) if clamp is not None else None
-        rows.append({
-            "rule": name,
-            "params": kw,
-            "gated_share": float(np.sum(weight * (gated & nonzero)) / denom)
-            if denom > 0 else None,
-            "gated_tokens": int(np.sum(gated & nonzero)),
-            "clamp_share": None if clamped is None
-            else float(clamped.sum() / max(m.sum(), 1)),
-            "clamp_tokens": None if clamped is None else int(clamped.sum()),
-        })
-    return {"responses": int(m.shape[0]), "groups": int(groups.size),
-            "tokens": int(m.sum()), "nonzero_adv_tokens": int(nonzero.sum()),
-            "zero_adv_group_share": zero_groups / max(groups.size, 1),
-            "rules": rows}
+        rows.append(
+            {
+                "rule": name,
+                "params": kw,
+                "gated_share": float(np.sum(weight * (gated & nonzero)) / denom)
+                if denom > 0
+                else None,
+                "gated_tokens": int(np.sum(gated & nonzero)),
+                "clamp_share": None
+                if clamped is None
+                else float(clamped.sum() / max(m.sum(), 1)),
+                "clamp_tokens": None if clamped is None else int(clamped.sum()),
+            }
+        )
+    return {
+        "responses": int(m.shape[0]),
+        "groups": int(groups.size),
+        "tokens": int(m.sum()),
+        "nonzero_adv_tokens": int(nonzero.sum()),
+        "zero_adv_group_share": zero_groups / max(groups.size, 1),
+        "rules": rows,
+    }
 
 
 def check_rules(names) -> list[str]:
@@ -168,18 +192,26 @@ def check_rules(names) -> list[str]:
     for name in names:
         get_rule(name)
         if name not in AUDITABLE:
-            raise BadInput(f"rule {name!r} cannot be audited from per-token p and q "
-                           f"(it needs whole distributions or has no coefficient); "
-                           f"auditable: {', '.join(AUDITABLE)}")
+            raise BadInput(
+                f"rule {name!r} cannot be audited from per-token p and q "
+                f"(it needs whole distributions or has no coefficient); "
+                f"auditable: {', '.join(AUDITABLE)}"
+            )
         out.append(name)
     if not out:
         raise BadInput("--rules is empty")
     return out
 
 
-def synthetic_batch(seed: int = 0, *, prompts: int = 8, responses: int = 4,
-                    length: int = 32, mismatch: float = 0.3,
-                    solve_rate: float = 0.4) -> dict[str, np.ndarray]:
+def synthetic_batch(
+    seed: int = 0,
+    *,
+    prompts: int = 8,
+    responses: int = 4,
+    length: int = 32,
+    mismatch: float = 0.3,
+    solve_rate: float = 0.4,
+) -> dict[str, np.ndarray]:
     """A synthetic BATCH: binary rewards, GRPO (sample-std) advantages, and trainer /
     rollout probabilities with a log-normal mismatch of scale ``mismatch``.
 
@@ -192,7 +224,7 @@ def synthetic_batch(seed: int = 0, *, prompts: int = 8, responses: int = 4,
     q = np.clip(rng.beta(2.0, 1.0, size=(s, length)), 1e-6, 1.0)
     p = np.clip(q * np.exp(rng.normal(0.0, mismatch, size=q.shape)), 1e-8, 1.0)
     difficulty = rng.uniform(0.0, 1.0, size=prompts) * 2 * solve_rate
-    rewards = (rng.uniform(size=s) < np.repeat(np.minimum(difficulty, 1), responses))
+    rewards = rng.uniform(size=s) < np.repeat(np.minimum(difficulty, 1), responses)
     rewards = rewards.astype(np.float64)
     gid = np.repeat(np.arange(prompts), responses)
     adv = np.zeros(s)

@@ -44,8 +44,10 @@ def batch_mask(batch_shape, lengths) -> tuple[np.ndarray, np.ndarray]:
     if lengths is None:
         lengths = [max(1, round(t * (i + 1) / n)) for i in range(n)]
     if len(lengths) != n:
-        raise BadInput(f"--lengths has {len(lengths)} entries; batch shape {b},{g},{t} "
-                       f"needs B*G = {n}")
+        raise BadInput(
+            f"--lengths has {len(lengths)} entries; batch shape {b},{g},{t} "
+            f"needs B*G = {n}"
+        )
     for length in lengths:
         if not 0 <= length <= t:
             raise BadInput(f"--lengths entry {length} is outside [0, T = {t}]")
@@ -55,8 +57,9 @@ def batch_mask(batch_shape, lengths) -> tuple[np.ndarray, np.ndarray]:
 
 def _per_token(weights, mask):
     lengths = mask.sum(axis=1)
-    return np.where(lengths > 0, np.asarray(weights).sum(axis=1) /
-                    np.maximum(lengths, 1), 0.0)
+    return np.where(
+        lengths > 0, np.asarray(weights).sum(axis=1) / np.maximum(lengths, 1), 0.0
+    )
 
 
 def _differ(rows) -> tuple[bool, float | None]:
@@ -83,8 +86,9 @@ def window(rule: str, params) -> str:
     return "none"
 
 
-def conventions_report(batch_shape, lengths=None, *, micro_batch_size=None,
-                       max_len=None) -> dict:
+def conventions_report(
+    batch_shape, lengths=None, *, micro_batch_size=None, max_len=None
+) -> dict:
     """Presets, same-name reductions and same-name rules side by side (JSON-ready).
 
     Args:
@@ -106,35 +110,54 @@ def conventions_report(batch_shape, lengths=None, *, micro_batch_size=None,
         raise BadInput(f"--max-len {lmax} must be >= 1")
 
     def weights(reduction):
-        return np.asarray(reduction_weights(jnp.asarray(mask), reduction,
-                                            group_ids=jnp.asarray(prompt_ids),
-                                            num_groups=b))
+        return np.asarray(
+            reduction_weights(
+                jnp.asarray(mask),
+                reduction,
+                group_ids=jnp.asarray(prompt_ids),
+                num_groups=b,
+            )
+        )
 
     presets = []
     for p in PRESETS.values():
         red = p.reduction_for(mb, lmax)
         w = weights(red)
-        presets.append({
-            "name": p.name, "framework": p.framework, "rule": p.rule,
-            "params": dict(p.params), "window": window(p.rule, p.params),
-            "reduction": red.mode, "reduction_name": p.reduction_name,
-            "per_micro_batch": p.per_micro_batch,
-            "per_token_weight": _per_token(w, mask).tolist(),
-            "total_weight": float(w.sum()), "notes": p.notes,
-        })
+        presets.append(
+            {
+                "name": p.name,
+                "framework": p.framework,
+                "rule": p.rule,
+                "params": dict(p.params),
+                "window": window(p.rule, p.params),
+                "reduction": red.mode,
+                "reduction_name": p.reduction_name,
+                "per_micro_batch": p.per_micro_batch,
+                "per_token_weight": _per_token(w, mask).tolist(),
+                "total_weight": float(w.sum()),
+                "notes": p.notes,
+            }
+        )
 
     same_name = []
     for name, variants in REDUCTION_VARIANTS.items():
         rows = []
         for label, red, micro in variants:
             red = dataclasses.replace(
-                red, micro_batch_size=mb if micro else None,
-                max_len=lmax if red.mode == "seq_mean_token_sum_norm" else None)
-            rows.append({"framework": label,
-                         "per_token_weight": _per_token(weights(red), mask).tolist()})
+                red,
+                micro_batch_size=mb if micro else None,
+                max_len=lmax if red.mode == "seq_mean_token_sum_norm" else None,
+            )
+            rows.append(
+                {
+                    "framework": label,
+                    "per_token_weight": _per_token(weights(red), mask).tolist(),
+                }
+            )
         differ, ratio = _differ([r["per_token_weight"] for r in rows])
-        same_name.append({"name": name, "variants": rows, "differ": differ,
-                          "max_ratio": ratio})
+        same_name.append(
+            {"name": name, "variants": rows, "differ": differ, "max_ratio": ratio}
+        )
 
     rules = []
     for topic, (rule, variants, points) in RULE_VARIANTS.items():
@@ -144,15 +167,35 @@ def conventions_report(batch_shape, lengths=None, *, micro_batch_size=None,
         for label, override in variants:
             params = {**LOSSES[rule].defaults, **override}
             c, gated = coef(jnp.asarray(p), jnp.asarray(q), jnp.asarray(a), **params)
-            rows.append({"framework": label, "params": params,
-                         "coefficient": np.asarray(c).tolist(),
-                         "gated": np.asarray(gated).tolist()})
+            rows.append(
+                {
+                    "framework": label,
+                    "params": params,
+                    "coefficient": np.asarray(c).tolist(),
+                    "gated": np.asarray(gated).tolist(),
+                }
+            )
         differ, _ = _differ([r["coefficient"] for r in rows])
-        rules.append({"topic": topic, "rule": rule,
-                      "points": [{"p": float(x), "q": float(y), "adv": float(z)}
-                                 for x, y, z in points],
-                      "variants": rows, "differ": differ})
+        rules.append(
+            {
+                "topic": topic,
+                "rule": rule,
+                "points": [
+                    {"p": float(x), "q": float(y), "adv": float(z)}
+                    for x, y, z in points
+                ],
+                "variants": rows,
+                "differ": differ,
+            }
+        )
 
-    return {"batch_shape": [b, g, t], "lengths": mask.sum(axis=1).astype(int).tolist(),
-            "micro_batch_size": mb, "max_len": lmax, "presets": presets,
-            "same_name": same_name, "rules": rules, "findings": list(FINDINGS)}
+    return {
+        "batch_shape": [b, g, t],
+        "lengths": mask.sum(axis=1).astype(int).tolist(),
+        "micro_batch_size": mb,
+        "max_len": lmax,
+        "presets": presets,
+        "same_name": same_name,
+        "rules": rules,
+        "findings": list(FINDINGS),
+    }

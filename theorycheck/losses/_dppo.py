@@ -59,17 +59,28 @@ def _masked_ratio_loss(logits, sampled, adv, behavior_logp, mask_fn, clamp):
     return -mask * ratio * adv
 
 
-def _dppo_divergence_loss(kind, logits, sampled, adv, behavior_logp, delta, clamp,
-                          topk=None):
+def _dppo_divergence_loss(
+    kind, logits, sampled, adv, behavior_logp, delta, clamp, topk=None
+):
     div = divergence(behavior_logp, logits, sampled, kind=kind, topk=topk)
     return _masked_ratio_loss(
-        logits, sampled, adv, behavior_logp,
-        lambda ratio: dppo_mask(div, ratio, adv, delta=delta), clamp)
+        logits,
+        sampled,
+        adv,
+        behavior_logp,
+        lambda ratio: dppo_mask(div, ratio, adv, delta=delta),
+        clamp,
+    )
 
 
 def dppo_binary_tv_loss(
-    logits: ArrayLike, sampled: int, *, adv: float, behavior_logp: ArrayLike,
-    delta: float = DELTA_TV, log_ratio_clamp: float = LOG_RATIO_CLAMP,
+    logits: ArrayLike,
+    sampled: int,
+    *,
+    adv: float,
+    behavior_logp: ArrayLike,
+    delta: float = DELTA_TV,
+    log_ratio_clamp: float = LOG_RATIO_CLAMP,
 ) -> jax.Array:
     r"""DPPO with the binary TV gate :math:`D = |\mu_k - \pi_k|`.
 
@@ -91,13 +102,19 @@ def dppo_binary_tv_loss(
     References:
         DPPO (arXiv 2602.04879) Eq. 11-13; survey, "DPPO (binary TV)"; SkyRL ``dppo``.
     """
-    return _dppo_divergence_loss("binary_tv", logits, sampled, adv, behavior_logp,
-                                 delta, log_ratio_clamp)
+    return _dppo_divergence_loss(
+        "binary_tv", logits, sampled, adv, behavior_logp, delta, log_ratio_clamp
+    )
 
 
 def dppo_binary_kl_loss(
-    logits: ArrayLike, sampled: int, *, adv: float, behavior_logp: ArrayLike,
-    delta: float = DELTA_KL, log_ratio_clamp: float = LOG_RATIO_CLAMP,
+    logits: ArrayLike,
+    sampled: int,
+    *,
+    adv: float,
+    behavior_logp: ArrayLike,
+    delta: float = DELTA_KL,
+    log_ratio_clamp: float = LOG_RATIO_CLAMP,
 ) -> jax.Array:
     r"""DPPO with the binary KL gate.
 
@@ -119,13 +136,19 @@ def dppo_binary_kl_loss(
     References:
         DPPO (arXiv 2602.04879) Eq. 11, 12, 14.
     """
-    return _dppo_divergence_loss("binary_kl", logits, sampled, adv, behavior_logp,
-                                 delta, log_ratio_clamp)
+    return _dppo_divergence_loss(
+        "binary_kl", logits, sampled, adv, behavior_logp, delta, log_ratio_clamp
+    )
 
 
 def dppo_topk_tv_loss(
-    logits: ArrayLike, sampled: int, *, adv: float, behavior_logp: ArrayLike,
-    delta: float = DELTA_TV, topk: int = TOPK,
+    logits: ArrayLike,
+    sampled: int,
+    *,
+    adv: float,
+    behavior_logp: ArrayLike,
+    delta: float = DELTA_TV,
+    topk: int = TOPK,
     log_ratio_clamp: float = LOG_RATIO_CLAMP,
 ) -> jax.Array:
     r"""DPPO with the top-K TV gate on :math:`S = \mathrm{TopK}(\mu,K)\cup\{k\}` + tail.
@@ -149,13 +172,26 @@ def dppo_topk_tv_loss(
     References:
         DPPO (arXiv 2602.04879) Eq. 11, 12, 15.
     """
-    return _dppo_divergence_loss("topk_tv", logits, sampled, adv, behavior_logp,
-                                 delta, log_ratio_clamp, topk=int(topk))
+    return _dppo_divergence_loss(
+        "topk_tv",
+        logits,
+        sampled,
+        adv,
+        behavior_logp,
+        delta,
+        log_ratio_clamp,
+        topk=int(topk),
+    )
 
 
 def dppo_topk_kl_loss(
-    logits: ArrayLike, sampled: int, *, adv: float, behavior_logp: ArrayLike,
-    delta: float = DELTA_KL, topk: int = TOPK,
+    logits: ArrayLike,
+    sampled: int,
+    *,
+    adv: float,
+    behavior_logp: ArrayLike,
+    delta: float = DELTA_KL,
+    topk: int = TOPK,
     log_ratio_clamp: float = LOG_RATIO_CLAMP,
 ) -> jax.Array:
     r"""DPPO with the top-K KL gate.
@@ -179,13 +215,26 @@ def dppo_topk_kl_loss(
     References:
         DPPO (arXiv 2602.04879) Eq. 11, 12, 16.
     """
-    return _dppo_divergence_loss("topk_kl", logits, sampled, adv, behavior_logp,
-                                 delta, log_ratio_clamp, topk=int(topk))
+    return _dppo_divergence_loss(
+        "topk_kl",
+        logits,
+        sampled,
+        adv,
+        behavior_logp,
+        delta,
+        log_ratio_clamp,
+        topk=int(topk),
+    )
 
 
 def dppo_capped_loss(
-    logits: ArrayLike, sampled: int, *, adv: float, behavior_logp: ArrayLike,
-    delta: float = DELTA_TV, cap: float = CAP,
+    logits: ArrayLike,
+    sampled: int,
+    *,
+    adv: float,
+    behavior_logp: ArrayLike,
+    delta: float = DELTA_TV,
+    cap: float = CAP,
     log_ratio_clamp: float = LOG_RATIO_CLAMP,
 ) -> jax.Array:
     r"""verl's DPPO (binary TV): a capped, detached weight on the REINFORCE term.
@@ -219,21 +268,36 @@ def dppo_capped_loss(
 def _predictive_loss(kind, logits, sampled, adv, behavior_logp, delta, topk, clamp):
     topk = int(topk)
     if topk > 0:
-        div = divergence(behavior_logp, logits, sampled, kind=f"topk_{kind}",
-                         topk=topk)
-        dd = ddot(behavior_logp, logits, sampled, kind=kind,
-                  estimator="topk_aggregated", topk=topk).ddot
+        div = divergence(behavior_logp, logits, sampled, kind=f"topk_{kind}", topk=topk)
+        dd = ddot(
+            behavior_logp,
+            logits,
+            sampled,
+            kind=kind,
+            estimator="topk_aggregated",
+            topk=topk,
+        ).ddot
     else:
         div = divergence(behavior_logp, logits, sampled, kind=kind)
         dd = ddot(behavior_logp, logits, sampled, kind=kind, estimator="full").ddot
     return _masked_ratio_loss(
-        logits, sampled, adv, behavior_logp,
-        lambda ratio: predictive_mask(div, dd, adv, delta=delta), clamp)
+        logits,
+        sampled,
+        adv,
+        behavior_logp,
+        lambda ratio: predictive_mask(div, dd, adv, delta=delta),
+        clamp,
+    )
 
 
 def predictive_kl_loss(
-    logits: ArrayLike, sampled: int, *, adv: float, behavior_logp: ArrayLike,
-    delta: float = DELTA_KL, topk: int = 0,
+    logits: ArrayLike,
+    sampled: int,
+    *,
+    adv: float,
+    behavior_logp: ArrayLike,
+    delta: float = DELTA_KL,
+    topk: int = 0,
     log_ratio_clamp: float = LOG_RATIO_CLAMP,
 ) -> jax.Array:
     r"""DPPO surrogate with the predictive mask on forward KL.
@@ -260,13 +324,19 @@ def predictive_kl_loss(
         Predictive Divergence Masks (arXiv 2607.10848) Prop. 1, Eq. 13: paper text
         NOT FOUND; Ḋ DERIVED and the mask INFERRED (research notes §1.3-1.7).
     """
-    return _predictive_loss("kl", logits, sampled, adv, behavior_logp, delta, topk,
-                            log_ratio_clamp)
+    return _predictive_loss(
+        "kl", logits, sampled, adv, behavior_logp, delta, topk, log_ratio_clamp
+    )
 
 
 def predictive_tv_loss(
-    logits: ArrayLike, sampled: int, *, adv: float, behavior_logp: ArrayLike,
-    delta: float = DELTA_TV, topk: int = 0,
+    logits: ArrayLike,
+    sampled: int,
+    *,
+    adv: float,
+    behavior_logp: ArrayLike,
+    delta: float = DELTA_TV,
+    topk: int = 0,
     log_ratio_clamp: float = LOG_RATIO_CLAMP,
 ) -> jax.Array:
     r"""DPPO surrogate with the predictive mask on total variation.
@@ -293,8 +363,9 @@ def predictive_tv_loss(
         Predictive Divergence Masks (arXiv 2607.10848) Appendix D: NOT FOUND; Ḋ_TV
         DERIVED (research notes §1.10).
     """
-    return _predictive_loss("tv", logits, sampled, adv, behavior_logp, delta, topk,
-                            log_ratio_clamp)
+    return _predictive_loss(
+        "tv", logits, sampled, adv, behavior_logp, delta, topk, log_ratio_clamp
+    )
 
 
 # --- coefficients ---------------------------------------------------------------------
@@ -303,8 +374,9 @@ def predictive_tv_loss(
 def _gate_coefficient(p, q, adv, masked, clamp):
     _, r, sat = ratio_terms(p, q, clamp)
     adv = jnp.asarray(adv)
-    masked = jnp.broadcast_to(masked, jnp.broadcast_shapes(masked.shape, r.shape,
-                                                           adv.shape))
+    masked = jnp.broadcast_to(
+        masked, jnp.broadcast_shapes(masked.shape, r.shape, adv.shape)
+    )
     return jnp.where(masked | sat, 0.0, adv * r), masked
 
 
@@ -315,8 +387,9 @@ def _dppo_gated(div, p, q, adv, delta):
     return (jnp.asarray(div) > delta) & (((adv > 0) & up) | ((adv < 0) & down))
 
 
-def dppo_binary_tv_coefficient(p, q, adv, *, delta=DELTA_TV,
-                               log_ratio_clamp=LOG_RATIO_CLAMP):
+def dppo_binary_tv_coefficient(
+    p, q, adv, *, delta=DELTA_TV, log_ratio_clamp=LOG_RATIO_CLAMP
+):
     r""":math:`c = \hat A r m`, gated iff :math:`|p-q|>\delta` and Â moves r away
     from 1 (Â > 0, p > q or Â < 0, p < q).
 
@@ -337,30 +410,41 @@ def dppo_binary_tv_coefficient(p, q, adv, *, delta=DELTA_TV,
     return _gate_coefficient(p, q, adv, masked, log_ratio_clamp)
 
 
-def dppo_binary_kl_coefficient(p, q, adv, *, delta=DELTA_KL,
-                               log_ratio_clamp=LOG_RATIO_CLAMP):
+def dppo_binary_kl_coefficient(
+    p, q, adv, *, delta=DELTA_KL, log_ratio_clamp=LOG_RATIO_CLAMP
+):
     """Binary-KL DPPO coefficient (see :func:`dppo_binary_tv_coefficient`)."""
     masked = _dppo_gated(binary_kl(p, q), p, q, adv, delta)
     return _gate_coefficient(p, q, adv, masked, log_ratio_clamp)
 
 
-def dppo_topk_tv_coefficient(p, q, adv, *, divergence, delta=DELTA_TV, topk=TOPK,
-                             log_ratio_clamp=LOG_RATIO_CLAMP):
+def dppo_topk_tv_coefficient(
+    p, q, adv, *, divergence, delta=DELTA_TV, topk=TOPK, log_ratio_clamp=LOG_RATIO_CLAMP
+):
     """Top-K DPPO coefficient; ``divergence`` is the top-K divergence of the token
     (it needs the whole distributions, so it is an input). ``topk`` is unused here."""
     masked = _dppo_gated(divergence, p, q, adv, delta)
     return _gate_coefficient(p, q, adv, masked, log_ratio_clamp)
 
 
-def dppo_topk_kl_coefficient(p, q, adv, *, divergence, delta=DELTA_KL, topk=TOPK,
-                             log_ratio_clamp=LOG_RATIO_CLAMP):
+def dppo_topk_kl_coefficient(
+    p, q, adv, *, divergence, delta=DELTA_KL, topk=TOPK, log_ratio_clamp=LOG_RATIO_CLAMP
+):
     """Top-K KL DPPO coefficient (KL default δ)."""
-    return dppo_topk_tv_coefficient(p, q, adv, divergence=divergence, delta=delta,
-                                    topk=topk, log_ratio_clamp=log_ratio_clamp)
+    return dppo_topk_tv_coefficient(
+        p,
+        q,
+        adv,
+        divergence=divergence,
+        delta=delta,
+        topk=topk,
+        log_ratio_clamp=log_ratio_clamp,
+    )
 
 
-def dppo_capped_coefficient(p, q, adv, *, delta=DELTA_TV, cap=CAP,
-                            log_ratio_clamp=LOG_RATIO_CLAMP):
+def dppo_capped_coefficient(
+    p, q, adv, *, delta=DELTA_TV, cap=CAP, log_ratio_clamp=LOG_RATIO_CLAMP
+):
     r""":math:`c = \hat A\min(r, C)\,m` with the binary TV mask; the guard clamps
     the weight's value only.
 
@@ -385,8 +469,17 @@ def dppo_capped_coefficient(p, q, adv, *, delta=DELTA_TV, cap=CAP,
     return jnp.where(masked, 0.0, adv * jnp.minimum(r, cap)), masked
 
 
-def predictive_kl_coefficient(p, q, adv, *, divergence, ddot, delta=DELTA_KL,
-                              topk=0, log_ratio_clamp=LOG_RATIO_CLAMP):
+def predictive_kl_coefficient(
+    p,
+    q,
+    adv,
+    *,
+    divergence,
+    ddot,
+    delta=DELTA_KL,
+    topk=0,
+    log_ratio_clamp=LOG_RATIO_CLAMP,
+):
     r""":math:`c = \hat A r m`, gated iff :math:`D > \delta` and :math:`\hat A\dot D
     > 0`; ``divergence`` and ``ddot`` are inputs (they need whole distributions).
 
@@ -412,9 +505,25 @@ def predictive_kl_coefficient(p, q, adv, *, divergence, ddot, delta=DELTA_KL,
     return _gate_coefficient(p, q, adv, masked, log_ratio_clamp)
 
 
-def predictive_tv_coefficient(p, q, adv, *, divergence, ddot, delta=DELTA_TV,
-                              topk=0, log_ratio_clamp=LOG_RATIO_CLAMP):
+def predictive_tv_coefficient(
+    p,
+    q,
+    adv,
+    *,
+    divergence,
+    ddot,
+    delta=DELTA_TV,
+    topk=0,
+    log_ratio_clamp=LOG_RATIO_CLAMP,
+):
     """Predictive-mask coefficient with the TV default δ."""
-    return predictive_kl_coefficient(p, q, adv, divergence=divergence, ddot=ddot,
-                                  delta=delta, topk=topk,
-                                  log_ratio_clamp=log_ratio_clamp)
+    return predictive_kl_coefficient(
+        p,
+        q,
+        adv,
+        divergence=divergence,
+        ddot=ddot,
+        delta=delta,
+        topk=topk,
+        log_ratio_clamp=log_ratio_clamp,
+    )

@@ -28,13 +28,14 @@ from theorycheck.symbolic import Frozen
 
 
 def _mu(behavior_logp):
-    return [sp.S.Zero if sym_number(b) == -sp.oo else sp.exp(sym_number(b))
-            for b in behavior_logp]
+    return [
+        sp.S.Zero if sym_number(b) == -sp.oo else sp.exp(sym_number(b))
+        for b in behavior_logp
+    ]
 
 
 def _kl(mu, pi):
-    return sp.Add(*[m * (sp.log(m) - sp.log(p)) for m, p in zip(mu, pi)
-                    if m != 0])
+    return sp.Add(*[m * (sp.log(m) - sp.log(p)) for m, p in zip(mu, pi) if m != 0])
 
 
 def _tv(mu, pi):
@@ -85,8 +86,9 @@ def sym_ddot(z, sampled, behavior_logp, kind: str, topk: int = 0) -> sp.Expr:
         return (pi[k] - mu[k]) + sp.Add(*[p * (m - p) for m, p in zip(mu, pi)])
     s = [sp.sign(p - m) for m, p in zip(mu, pi)]
     s_bar = sp.Add(*[si * p for si, p in zip(s, pi)])
-    return (pi[k] * (s[k] - s_bar)
-            - sp.Add(*[p**2 * (si - s_bar) for si, p in zip(s, pi)])) / 2
+    return (
+        pi[k] * (s[k] - s_bar) - sp.Add(*[p**2 * (si - s_bar) for si, p in zip(s, pi)])
+    ) / 2
 
 
 def _mask(masked_condition):
@@ -109,65 +111,109 @@ def _dppo(z, sampled, adv, behavior_logp, kind, delta, topk, clamp):
     return -_mask(cond) * ratio * sym_number(adv)
 
 
-def dppo_binary_tv_symbolic(z, sampled, *, adv, behavior_logp, delta=DELTA_TV,
-                            log_ratio_clamp=LOG_RATIO_CLAMP):
+def dppo_binary_tv_symbolic(
+    z, sampled, *, adv, behavior_logp, delta=DELTA_TV, log_ratio_clamp=LOG_RATIO_CLAMP
+):
     """SymPy spec of ``dppo_binary_tv``."""
-    return _dppo(z, sampled, adv, behavior_logp, "binary_tv", delta, 0,
-                 log_ratio_clamp)
+    return _dppo(z, sampled, adv, behavior_logp, "binary_tv", delta, 0, log_ratio_clamp)
 
 
-def dppo_binary_kl_symbolic(z, sampled, *, adv, behavior_logp, delta=DELTA_KL,
-                            log_ratio_clamp=LOG_RATIO_CLAMP):
+def dppo_binary_kl_symbolic(
+    z, sampled, *, adv, behavior_logp, delta=DELTA_KL, log_ratio_clamp=LOG_RATIO_CLAMP
+):
     """SymPy spec of ``dppo_binary_kl``."""
-    return _dppo(z, sampled, adv, behavior_logp, "binary_kl", delta, 0,
-                 log_ratio_clamp)
+    return _dppo(z, sampled, adv, behavior_logp, "binary_kl", delta, 0, log_ratio_clamp)
 
 
-def dppo_topk_tv_symbolic(z, sampled, *, adv, behavior_logp, delta=DELTA_TV,
-                          topk=TOPK, log_ratio_clamp=LOG_RATIO_CLAMP):
+def dppo_topk_tv_symbolic(
+    z,
+    sampled,
+    *,
+    adv,
+    behavior_logp,
+    delta=DELTA_TV,
+    topk=TOPK,
+    log_ratio_clamp=LOG_RATIO_CLAMP,
+):
     """SymPy spec of ``dppo_topk_tv``."""
-    return _dppo(z, sampled, adv, behavior_logp, "topk_tv", delta, int(topk),
-                 log_ratio_clamp)
+    return _dppo(
+        z, sampled, adv, behavior_logp, "topk_tv", delta, int(topk), log_ratio_clamp
+    )
 
 
-def dppo_topk_kl_symbolic(z, sampled, *, adv, behavior_logp, delta=DELTA_KL,
-                          topk=TOPK, log_ratio_clamp=LOG_RATIO_CLAMP):
+def dppo_topk_kl_symbolic(
+    z,
+    sampled,
+    *,
+    adv,
+    behavior_logp,
+    delta=DELTA_KL,
+    topk=TOPK,
+    log_ratio_clamp=LOG_RATIO_CLAMP,
+):
     """SymPy spec of ``dppo_topk_kl``."""
-    return _dppo(z, sampled, adv, behavior_logp, "topk_kl", delta, int(topk),
-                 log_ratio_clamp)
+    return _dppo(
+        z, sampled, adv, behavior_logp, "topk_kl", delta, int(topk), log_ratio_clamp
+    )
 
 
-def dppo_capped_symbolic(z, sampled, *, adv, behavior_logp, delta=DELTA_TV, cap=CAP,
-                         log_ratio_clamp=LOG_RATIO_CLAMP):
+def dppo_capped_symbolic(
+    z,
+    sampled,
+    *,
+    adv,
+    behavior_logp,
+    delta=DELTA_TV,
+    cap=CAP,
+    log_ratio_clamp=LOG_RATIO_CLAMP,
+):
     """SymPy spec of ``dppo_capped``: Frozen(min(r, C)·m)·Â·log π_k."""
     ratio = sym_ratio(z, sampled, behavior_logp, log_ratio_clamp)
     div = sym_divergence(z, sampled, behavior_logp, "binary_tv")
     cond = sp.And(div > sym_number(delta), _direction_condition(adv, ratio))
-    weight = Frozen(sp.Min(ratio, sym_number(cap)) *
-                    sp.Piecewise((0, cond), (1, True)))
+    weight = Frozen(sp.Min(ratio, sym_number(cap)) * sp.Piecewise((0, cond), (1, True)))
     return -weight * sym_number(adv) * sym_log_softmax(z, sampled)
 
 
 def _predictive(z, sampled, adv, behavior_logp, kind, delta, topk, clamp):
     topk = int(topk)
     ratio = sym_ratio(z, sampled, behavior_logp, clamp)
-    div = sym_divergence(z, sampled, behavior_logp,
-                         f"topk_{kind}" if topk else kind, topk)
+    div = sym_divergence(
+        z, sampled, behavior_logp, f"topk_{kind}" if topk else kind, topk
+    )
     dd = sym_ddot(z, sampled, behavior_logp, kind, topk)
     a = sym_number(adv)
     cond = sp.And(div > sym_number(delta), a * dd > 0)
     return -_mask(cond) * ratio * a
 
 
-def predictive_kl_symbolic(z, sampled, *, adv, behavior_logp, delta=DELTA_KL, topk=0,
-                           log_ratio_clamp=LOG_RATIO_CLAMP):
+def predictive_kl_symbolic(
+    z,
+    sampled,
+    *,
+    adv,
+    behavior_logp,
+    delta=DELTA_KL,
+    topk=0,
+    log_ratio_clamp=LOG_RATIO_CLAMP,
+):
     """SymPy spec of ``predictive_kl``."""
-    return _predictive(z, sampled, adv, behavior_logp, "kl", delta, topk,
-                       log_ratio_clamp)
+    return _predictive(
+        z, sampled, adv, behavior_logp, "kl", delta, topk, log_ratio_clamp
+    )
 
 
-def predictive_tv_symbolic(z, sampled, *, adv, behavior_logp, delta=DELTA_TV, topk=0,
-                           log_ratio_clamp=LOG_RATIO_CLAMP):
+def predictive_tv_symbolic(
+    z,
+    sampled,
+    *,
+    adv,
+    behavior_logp,
+    delta=DELTA_TV,
+    topk=0,
+    log_ratio_clamp=LOG_RATIO_CLAMP,
+):
     """SymPy spec of ``predictive_tv``."""
-    return _predictive(z, sampled, adv, behavior_logp, "tv", delta, topk,
-                       log_ratio_clamp)
+    return _predictive(
+        z, sampled, adv, behavior_logp, "tv", delta, topk, log_ratio_clamp
+    )

@@ -85,8 +85,15 @@ def gspo_loss(
 
 
 def gspo_symbolic(
-    z, sampled, *, adv, behavior_logp, other_log_ratio=0.0, length=1,
-    eps_low=_GSPO["eps_low"], eps_high=_GSPO["eps_high"],
+    z,
+    sampled,
+    *,
+    adv,
+    behavior_logp,
+    other_log_ratio=0.0,
+    length=1,
+    eps_low=_GSPO["eps_low"],
+    eps_high=_GSPO["eps_high"],
     log_ratio_clamp=LOG_RATIO_CLAMP,
 ):
     """SymPy spec of :func:`gspo_loss`."""
@@ -95,9 +102,17 @@ def gspo_symbolic(
     return -_sym_ppo_objective(s, adv, eps_low, eps_high)
 
 
-def gspo_coefficient(p, q, adv, *, other_log_ratio=0.0, length=1,
-                     eps_low=_GSPO["eps_low"], eps_high=_GSPO["eps_high"],
-                     log_ratio_clamp=LOG_RATIO_CLAMP):
+def gspo_coefficient(
+    p,
+    q,
+    adv,
+    *,
+    other_log_ratio=0.0,
+    length=1,
+    eps_low=_GSPO["eps_low"],
+    eps_high=_GSPO["eps_high"],
+    log_ratio_clamp=LOG_RATIO_CLAMP,
+):
     r""":math:`c_t = \hat A s / L` inside the window, 0 where s is clipped.
 
     Args:
@@ -172,8 +187,14 @@ def gspo_token_loss(
 
 
 def gspo_token_symbolic(
-    z, sampled, *, adv, behavior_logp, seq_log_ratio=None,
-    eps_low=_GSPO["eps_low"], eps_high=_GSPO["eps_high"],
+    z,
+    sampled,
+    *,
+    adv,
+    behavior_logp,
+    seq_log_ratio=None,
+    eps_low=_GSPO["eps_low"],
+    eps_high=_GSPO["eps_high"],
     log_ratio_clamp=LOG_RATIO_CLAMP,
 ):
     """SymPy spec of :func:`gspo_token_loss`."""
@@ -187,9 +208,16 @@ def gspo_token_symbolic(
     return -_sym_ppo_objective(sp.exp(log_s), adv, eps_low, eps_high)
 
 
-def gspo_token_coefficient(p, q, adv, *, seq_log_ratio=None,
-                           eps_low=_GSPO["eps_low"], eps_high=_GSPO["eps_high"],
-                           log_ratio_clamp=LOG_RATIO_CLAMP):
+def gspo_token_coefficient(
+    p,
+    q,
+    adv,
+    *,
+    seq_log_ratio=None,
+    eps_low=_GSPO["eps_low"],
+    eps_high=_GSPO["eps_high"],
+    log_ratio_clamp=LOG_RATIO_CLAMP,
+):
     r""":math:`c = \hat A s` inside the window (s from ``seq_log_ratio``), else 0.
 
     Args:
@@ -256,10 +284,12 @@ def gspo_sequence_loss(
     References:
         GSPO (arXiv 2507.18071); TRL ``importance_sampling_level="sequence"``.
     """
-    logp = jnp.take_along_axis(jax.nn.log_softmax(logits, axis=-1),
-                               jnp.asarray(sampled)[:, None], axis=-1)[:, 0]
-    logq = jnp.take_along_axis(jnp.asarray(behavior_logp),
-                               jnp.asarray(sampled)[:, None], axis=-1)[:, 0]
+    logp = jnp.take_along_axis(
+        jax.nn.log_softmax(logits, axis=-1), jnp.asarray(sampled)[:, None], axis=-1
+    )[:, 0]
+    logq = jnp.take_along_axis(
+        jnp.asarray(behavior_logp), jnp.asarray(sampled)[:, None], axis=-1
+    )[:, 0]
     mask = jnp.asarray(mask, dtype=logp.dtype)
     mean = jnp.sum(mask * (logp - logq)) / jnp.maximum(jnp.sum(mask), 1.0)
     return -_ppo_objective(jnp.exp(mean), adv, 1.0 - eps_low, 1.0 + eps_high)

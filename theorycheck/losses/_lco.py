@@ -91,8 +91,9 @@ def _logcosh(x):
     return jnp.logaddexp(x, -x) - _LOG2
 
 
-def lco_mse_loss(logits: ArrayLike, sampled: int, *, adv, old_logits: ArrayLike,
-                 beta: float = BETA) -> jax.Array:
+def lco_mse_loss(
+    logits: ArrayLike, sampled: int, *, adv, old_logits: ArrayLike, beta: float = BETA
+) -> jax.Array:
     r"""LCO-MSE, paper form: squared distance to the target logits.
 
     .. math::
@@ -117,8 +118,9 @@ def lco_mse_loss(logits: ArrayLike, sampled: int, *, adv, old_logits: ArrayLike,
     return jnp.sum(d * d) / (2.0 * jnp.shape(logits)[-1])
 
 
-def lco_lch_loss(logits: ArrayLike, sampled: int, *, adv, old_logits: ArrayLike,
-                 beta: float = BETA) -> jax.Array:
+def lco_lch_loss(
+    logits: ArrayLike, sampled: int, *, adv, old_logits: ArrayLike, beta: float = BETA
+) -> jax.Array:
     r"""LCO-LCH, paper form: log-cosh distance to the target logits.
 
     .. math::
@@ -141,8 +143,9 @@ def lco_lch_loss(logits: ArrayLike, sampled: int, *, adv, old_logits: ArrayLike,
     return jnp.sum(_logcosh(d)) / jnp.shape(logits)[-1]
 
 
-def lco_kld_loss(logits: ArrayLike, sampled: int, *, adv, old_logits: ArrayLike,
-                 beta: float = BETA) -> jax.Array:
+def lco_kld_loss(
+    logits: ArrayLike, sampled: int, *, adv, old_logits: ArrayLike, beta: float = BETA
+) -> jax.Array:
     r"""LCO-KLD, paper form: forward KL from the optimal policy to the model.
 
     .. math::
@@ -164,9 +167,9 @@ def lco_kld_loss(logits: ArrayLike, sampled: int, *, adv, old_logits: ArrayLike,
         matching ``create_lco_log_target`` [CODE].
     """
     log_target = jax.nn.log_softmax(
-        _paper_target(logits, sampled, adv, old_logits, beta))
-    return jnp.sum(jnp.exp(log_target) *
-                   (log_target - jax.nn.log_softmax(logits)))
+        _paper_target(logits, sampled, adv, old_logits, beta)
+    )
+    return jnp.sum(jnp.exp(log_target) * (log_target - jax.nn.log_softmax(logits)))
 
 
 def _code_residual(logits, sampled, adv, beta, neg_beta_scale):
@@ -175,9 +178,15 @@ def _code_residual(logits, sampled, adv, beta, neg_beta_scale):
     return z - jax.lax.stop_gradient(z + a / _beta_eff(adv, beta, neg_beta_scale))
 
 
-def lco_mse_code_loss(logits: ArrayLike, sampled: int, *, adv, old_logits: ArrayLike,
-                      beta: float = BETA,
-                      neg_beta_scale: float = NEG_BETA_SCALE) -> jax.Array:
+def lco_mse_code_loss(
+    logits: ArrayLike,
+    sampled: int,
+    *,
+    adv,
+    old_logits: ArrayLike,
+    beta: float = BETA,
+    neg_beta_scale: float = NEG_BETA_SCALE,
+) -> jax.Array:
     r"""LCO-MSE as the official code computes it (target from the detached logit).
 
     .. math::
@@ -201,9 +210,15 @@ def lco_mse_code_loss(logits: ArrayLike, sampled: int, *, adv, old_logits: Array
     return jnp.sum(d * d)
 
 
-def lco_lch_code_loss(logits: ArrayLike, sampled: int, *, adv, old_logits: ArrayLike,
-                      beta: float = BETA,
-                      neg_beta_scale: float = NEG_BETA_SCALE) -> jax.Array:
+def lco_lch_code_loss(
+    logits: ArrayLike,
+    sampled: int,
+    *,
+    adv,
+    old_logits: ArrayLike,
+    beta: float = BETA,
+    neg_beta_scale: float = NEG_BETA_SCALE,
+) -> jax.Array:
     r"""LCO-LCH as the official code computes it.
 
     .. math::
@@ -224,13 +239,18 @@ def lco_lch_code_loss(logits: ArrayLike, sampled: int, *, adv, old_logits: Array
     References:
         homzer/llama-rlhf ``ParallelLCOWithLogCoshTrainerForRuleRM``, ``LogCoshLoss``.
     """
-    return jnp.sum(_logcosh(_code_residual(logits, sampled, adv, beta,
-                                           neg_beta_scale)))
+    return jnp.sum(_logcosh(_code_residual(logits, sampled, adv, beta, neg_beta_scale)))
 
 
-def lco_kld_code_loss(logits: ArrayLike, sampled: int, *, adv, old_logits: ArrayLike,
-                      beta: float = BETA,
-                      neg_beta_scale: float = NEG_BETA_SCALE) -> jax.Array:
+def lco_kld_code_loss(
+    logits: ArrayLike,
+    sampled: int,
+    *,
+    adv,
+    old_logits: ArrayLike,
+    beta: float = BETA,
+    neg_beta_scale: float = NEG_BETA_SCALE,
+) -> jax.Array:
     r"""LCO-KLD as the official code computes it (asymmetric β_eff).
 
     .. math::
@@ -253,9 +273,12 @@ def lco_kld_code_loss(logits: ArrayLike, sampled: int, *, adv, old_logits: Array
         ``create_lco_log_target``.
     """
     a = advantage_vector(adv, sampled, jnp.shape(logits)[-1])
-    log_target = jax.lax.stop_gradient(jax.nn.log_softmax(
-        jax.nn.log_softmax(jnp.asarray(old_logits)) +
-        a / _beta_eff(adv, beta, neg_beta_scale)))
+    log_target = jax.lax.stop_gradient(
+        jax.nn.log_softmax(
+            jax.nn.log_softmax(jnp.asarray(old_logits))
+            + a / _beta_eff(adv, beta, neg_beta_scale)
+        )
+    )
     return jnp.sum(jnp.exp(log_target) * (log_target - jax.nn.log_softmax(logits)))
 
 
@@ -298,8 +321,7 @@ def estimate_vocab_adv(old_logits: ArrayLike, adv: float, sampled: int) -> jax.A
 
 def _sym_adv(adv, sampled, vocab):
     if isinstance(adv, (list, tuple)) or getattr(adv, "ndim", 0) == 1:
-        return [sym_number(float(a) if not isinstance(a, sp.Basic) else a)
-                for a in adv]
+        return [sym_number(float(a) if not isinstance(a, sp.Basic) else a) for a in adv]
     return [sym_number(adv) if i == sampled else sp.S.Zero for i in range(vocab)]
 
 
@@ -320,8 +342,9 @@ def _sym_beta_eff(adv, beta, neg_beta_scale):
 
 
 def _sym_kl_to(log_target, z):
-    return sp.Add(*[sp.exp(lt) * (lt - sym_log_softmax(z, i))
-                    for i, lt in enumerate(log_target)])
+    return sp.Add(
+        *[sp.exp(lt) * (lt - sym_log_softmax(z, i)) for i, lt in enumerate(log_target)]
+    )
 
 
 def lco_mse_symbolic(z, sampled, *, adv, old_logits, beta=BETA):
@@ -349,22 +372,30 @@ def _sym_code_residual(z, sampled, adv, beta, neg_beta_scale):
     return [zi - Frozen(zi) - ai / b for zi, ai in zip(z, a)]
 
 
-def lco_mse_code_symbolic(z, sampled, *, adv, old_logits, beta=BETA,
-                          neg_beta_scale=NEG_BETA_SCALE):
+def lco_mse_code_symbolic(
+    z, sampled, *, adv, old_logits, beta=BETA, neg_beta_scale=NEG_BETA_SCALE
+):
     """SymPy spec of :func:`lco_mse_code_loss`."""
-    return sp.Add(*[d**2 for d in _sym_code_residual(z, sampled, adv, beta,
-                                                       neg_beta_scale)])
+    return sp.Add(
+        *[d**2 for d in _sym_code_residual(z, sampled, adv, beta, neg_beta_scale)]
+    )
 
 
-def lco_lch_code_symbolic(z, sampled, *, adv, old_logits, beta=BETA,
-                          neg_beta_scale=NEG_BETA_SCALE):
+def lco_lch_code_symbolic(
+    z, sampled, *, adv, old_logits, beta=BETA, neg_beta_scale=NEG_BETA_SCALE
+):
     """SymPy spec of :func:`lco_lch_code_loss`."""
-    return sp.Add(*[sp.log(sp.cosh(d)) for d in _sym_code_residual(
-        z, sampled, adv, beta, neg_beta_scale)])
+    return sp.Add(
+        *[
+            sp.log(sp.cosh(d))
+            for d in _sym_code_residual(z, sampled, adv, beta, neg_beta_scale)
+        ]
+    )
 
 
-def lco_kld_code_symbolic(z, sampled, *, adv, old_logits, beta=BETA,
-                          neg_beta_scale=NEG_BETA_SCALE):
+def lco_kld_code_symbolic(
+    z, sampled, *, adv, old_logits, beta=BETA, neg_beta_scale=NEG_BETA_SCALE
+):
     """SymPy spec of :func:`lco_kld_code_loss`."""
     a = _sym_adv(adv, sampled, len(z))
     b = _sym_beta_eff(adv, beta, neg_beta_scale)
@@ -372,4 +403,3 @@ def lco_kld_code_symbolic(z, sampled, *, adv, old_logits, beta=BETA,
     shifted = [sym_log_softmax(old, i) + ai / b for i, ai in enumerate(a)]
     log_target = [Frozen(sym_log_softmax(shifted, i)) for i in range(len(z))]
     return _sym_kl_to(log_target, z)
-

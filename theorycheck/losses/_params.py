@@ -29,8 +29,9 @@ def get_rule(name: str, *, token: bool = False) -> LossSpec:
     Raises:
         BadInput: unknown name (the valid names are listed).
     """
-    valid = sorted(n for n, s in LOSSES.items()
-                   if not token or s.coefficient is not None)
+    valid = sorted(
+        n for n, s in LOSSES.items() if not token or s.coefficient is not None
+    )
     if name not in valid:
         raise BadInput(f"unknown rule {name!r}; valid: {', '.join(valid)}")
     return LOSSES[name]
@@ -69,8 +70,20 @@ def _check_value(name: str, key: str, v: float) -> None:
         bad("must be finite and >= 0")
     elif key == "kappa" and not (v > 1 and math.isfinite(v)):
         bad("must be finite and > 1")
-    elif key in ("low", "high", "cap", "tau_pos", "tau_neg", "beta",
-                 "neg_beta_scale", "log_ratio_clamp") and not v > 0:
+    elif (
+        key
+        in (
+            "low",
+            "high",
+            "cap",
+            "tau_pos",
+            "tau_neg",
+            "beta",
+            "neg_beta_scale",
+            "log_ratio_clamp",
+        )
+        and not v > 0
+    ):
         bad("must be > 0")
     elif key in ("divergence",) and not (v >= 0 and math.isfinite(v)):
         bad("must be finite and >= 0")
@@ -78,8 +91,9 @@ def _check_value(name: str, key: str, v: float) -> None:
         bad("must be finite")
 
 
-def resolve_params(name: str, overrides: Mapping[str, float], *,
-                   allow_inputs: bool = False) -> tuple[dict, dict]:
+def resolve_params(
+    name: str, overrides: Mapping[str, float], *, allow_inputs: bool = False
+) -> tuple[dict, dict]:
     """Merges ``overrides`` into the rule's defaults and validates every value.
 
     Args:
@@ -101,19 +115,24 @@ def resolve_params(name: str, overrides: Mapping[str, float], *,
     params, inputs = dict(spec.defaults), {}
     for key, value in overrides.items():
         if key not in valid:
-            raise BadInput(f"{name}: unknown parameter {key!r}; valid: "
-                           f"{', '.join(valid) or '(none)'}")
+            raise BadInput(
+                f"{name}: unknown parameter {key!r}; valid: "
+                f"{', '.join(valid) or '(none)'}"
+            )
         _check_value(name, key, value)
         if key in input_keys:
             inputs[key] = int(value) if key in _INTEGER_KEYS else value
         else:
             params[key] = int(value) if key in _INTEGER_KEYS else value
     if "low" in params and "high" in params and not params["low"] < params["high"]:
-        raise BadInput(f"{name}: low={params['low']!r} must be < "
-                       f"high={params['high']!r}")
+        raise BadInput(
+            f"{name}: low={params['low']!r} must be < high={params['high']!r}"
+        )
     required = {"divergence", "ddot"} & set(input_keys)
     missing = sorted(required - set(inputs))
     if allow_inputs and missing:
-        raise BadInput(f"{name} needs whole distributions; pass "
-                       + " ".join(f"--set {m}=VALUE" for m in missing))
+        raise BadInput(
+            f"{name} needs whole distributions; pass "
+            + " ".join(f"--set {m}=VALUE" for m in missing)
+        )
     return params, inputs

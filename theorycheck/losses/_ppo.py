@@ -167,7 +167,13 @@ def _sym_ppo_objective(ratio, adv, eps_low, eps_high):
 
 
 def ppo_symbolic(
-    z, sampled, *, adv, behavior_logp, eps_low=0.2, eps_high=0.2,
+    z,
+    sampled,
+    *,
+    adv,
+    behavior_logp,
+    eps_low=0.2,
+    eps_high=0.2,
     log_ratio_clamp=LOG_RATIO_CLAMP,
 ):
     """SymPy spec of :func:`ppo_loss` (min / clip form)."""
@@ -175,8 +181,9 @@ def ppo_symbolic(
     return -_sym_ppo_objective(ratio, adv, eps_low, eps_high)
 
 
-def ppo_coefficient(p, q, adv, *, eps_low=0.2, eps_high=0.2,
-                    log_ratio_clamp=LOG_RATIO_CLAMP):
+def ppo_coefficient(
+    p, q, adv, *, eps_low=0.2, eps_high=0.2, log_ratio_clamp=LOG_RATIO_CLAMP
+):
     r"""PPO coefficient.
 
     .. math::
@@ -235,26 +242,46 @@ def dapo_loss(
     References:
         DAPO (arXiv 2503.14476), Eq. 8 (clip-higher); survey, "DAPO".
     """
-    return ppo_loss(logits, sampled, adv=adv, behavior_logp=behavior_logp,
-                    eps_low=eps_low, eps_high=eps_high,
-                    log_ratio_clamp=log_ratio_clamp)
+    return ppo_loss(
+        logits,
+        sampled,
+        adv=adv,
+        behavior_logp=behavior_logp,
+        eps_low=eps_low,
+        eps_high=eps_high,
+        log_ratio_clamp=log_ratio_clamp,
+    )
 
 
 def dapo_symbolic(
-    z, sampled, *, adv, behavior_logp, eps_low=0.2, eps_high=0.28,
+    z,
+    sampled,
+    *,
+    adv,
+    behavior_logp,
+    eps_low=0.2,
+    eps_high=0.28,
     log_ratio_clamp=LOG_RATIO_CLAMP,
 ):
     """SymPy spec of :func:`dapo_loss`."""
-    return ppo_symbolic(z, sampled, adv=adv, behavior_logp=behavior_logp,
-                        eps_low=eps_low, eps_high=eps_high,
-                        log_ratio_clamp=log_ratio_clamp)
+    return ppo_symbolic(
+        z,
+        sampled,
+        adv=adv,
+        behavior_logp=behavior_logp,
+        eps_low=eps_low,
+        eps_high=eps_high,
+        log_ratio_clamp=log_ratio_clamp,
+    )
 
 
-def dapo_coefficient(p, q, adv, *, eps_low=0.2, eps_high=0.28,
-                     log_ratio_clamp=LOG_RATIO_CLAMP):
+def dapo_coefficient(
+    p, q, adv, *, eps_low=0.2, eps_high=0.28, log_ratio_clamp=LOG_RATIO_CLAMP
+):
     """The PPO coefficient with DAPO's defaults."""
-    return ppo_coefficient(p, q, adv, eps_low=eps_low, eps_high=eps_high,
-                           log_ratio_clamp=log_ratio_clamp)
+    return ppo_coefficient(
+        p, q, adv, eps_low=eps_low, eps_high=eps_high, log_ratio_clamp=log_ratio_clamp
+    )
 
 
 # --- dual_clip ------------------------------------------------------------------------
@@ -302,7 +329,14 @@ def dual_clip_loss(
 
 
 def dual_clip_symbolic(
-    z, sampled, *, adv, behavior_logp, eps_low=0.2, eps_high=0.2, kappa=3.0,
+    z,
+    sampled,
+    *,
+    adv,
+    behavior_logp,
+    eps_low=0.2,
+    eps_high=0.2,
+    kappa=3.0,
     log_ratio_clamp=LOG_RATIO_CLAMP,
 ):
     """SymPy spec of :func:`dual_clip_loss` (``Piecewise`` on the sign of Â)."""
@@ -312,8 +346,9 @@ def dual_clip_symbolic(
     return -sp.Piecewise((sp.Max(j, sym_number(kappa) * a), a < 0), (j, True))
 
 
-def dual_clip_coefficient(p, q, adv, *, eps_low=0.2, eps_high=0.2, kappa=3.0,
-                          log_ratio_clamp=LOG_RATIO_CLAMP):
+def dual_clip_coefficient(
+    p, q, adv, *, eps_low=0.2, eps_high=0.2, kappa=3.0, log_ratio_clamp=LOG_RATIO_CLAMP
+):
     r"""Dual-clip coefficient: PPO's, and also :math:`c = 0` for
     :math:`\hat A < 0,\ r > \kappa`.
 
@@ -332,8 +367,9 @@ def dual_clip_coefficient(p, q, adv, *, eps_low=0.2, eps_high=0.2, kappa=3.0,
     References:
         Survey, "Dual-clip PPO" (r = 4, Â = −1, κ = 3 gives c = 0).
     """
-    c, gated = ppo_coefficient(p, q, adv, eps_low=eps_low, eps_high=eps_high,
-                               log_ratio_clamp=log_ratio_clamp)
+    c, gated = ppo_coefficient(
+        p, q, adv, eps_low=eps_low, eps_high=eps_high, log_ratio_clamp=log_ratio_clamp
+    )
     _, r, _ = ratio_terms(p, q, log_ratio_clamp)
     floor = (jnp.asarray(adv) < 0) & (r > kappa)
     return jnp.where(floor, 0.0, c), gated | floor

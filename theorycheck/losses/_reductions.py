@@ -37,8 +37,14 @@ from jaxtyping import Array, Float
 
 from theorycheck._errors import BadInput
 
-MODES = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum",
-         "seq_mean_token_sum_norm", "prompt_mean", "sample_mean")
+MODES = (
+    "token_mean",
+    "seq_mean_token_mean",
+    "seq_mean_token_sum",
+    "seq_mean_token_sum_norm",
+    "prompt_mean",
+    "sample_mean",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +70,8 @@ class Reduction:
     def __post_init__(self):
         if self.mode not in MODES:
             raise BadInput(
-                f"unknown reduction {self.mode!r}; valid: {', '.join(MODES)}")
+                f"unknown reduction {self.mode!r}; valid: {', '.join(MODES)}"
+            )
         if self.micro_batch_size is not None and self.micro_batch_size < 1:
             raise BadInput(f"micro_batch_size {self.micro_batch_size} must be >= 1")
         if self.max_len is not None and self.max_len < 1:
@@ -87,20 +94,29 @@ def _scope_weights(mask, group_ids, num_groups, r: Reduction):
     elif r.mode == "seq_mean_token_sum_norm":
         width = mask.shape[1] if r.max_len is None else r.max_len
         per_row = jnp.ones_like(lengths) / (
-            width * (n_seq if r.divide_by_sequences else 1))
+            width * (n_seq if r.divide_by_sequences else 1)
+        )
     else:  # prompt_mean
         tokens = jax.ops.segment_sum(lengths, group_ids, num_segments=num_groups)
-        present = jax.ops.segment_sum(jnp.ones_like(lengths), group_ids,
-                                      num_segments=num_groups) > 0
+        present = (
+            jax.ops.segment_sum(
+                jnp.ones_like(lengths), group_ids, num_segments=num_groups
+            )
+            > 0
+        )
         n_prompts = jnp.maximum(jnp.sum(present), 1)
         per_row = 1.0 / (n_prompts * jnp.maximum(tokens[group_ids], 1))
     return mask * per_row[:, None]
 
 
 @functools.partial(jax.jit, static_argnames=("reduction", "num_groups"))
-def reduction_weights(mask: ArrayLike, reduction: Reduction, *,
-                      group_ids: ArrayLike | None = None,
-                      num_groups: int = 1) -> Float[Array, "S T"]:
+def reduction_weights(
+    mask: ArrayLike,
+    reduction: Reduction,
+    *,
+    group_ids: ArrayLike | None = None,
+    num_groups: int = 1,
+) -> Float[Array, "S T"]:
     r"""Effective per-token weights :math:`w_{st}` of a reduction (module table).
 
     Args:
@@ -126,13 +142,18 @@ def reduction_weights(mask: ArrayLike, reduction: Reduction, *,
     """
     mask = jnp.asarray(mask)
     mask = mask.astype(jnp.result_type(mask.dtype, jnp.float32))
-    gid = (jnp.zeros(mask.shape[0], dtype=jnp.int32) if group_ids is None
-           else jnp.asarray(group_ids))
+    gid = (
+        jnp.zeros(mask.shape[0], dtype=jnp.int32)
+        if group_ids is None
+        else jnp.asarray(group_ids)
+    )
     mb = reduction.micro_batch_size
     if mb is None or mb >= mask.shape[0]:
         return _scope_weights(mask, gid, num_groups, reduction)
-    pieces = [_scope_weights(mask[i:i + mb], gid[i:i + mb], num_groups, reduction)
-              for i in range(0, mask.shape[0], mb)]
+    pieces = [
+        _scope_weights(mask[i : i + mb], gid[i : i + mb], num_groups, reduction)
+        for i in range(0, mask.shape[0], mb)
+    ]
     return jnp.concatenate(pieces, axis=0) / len(pieces)
 
 

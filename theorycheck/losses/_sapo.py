@@ -62,7 +62,13 @@ def sapo_loss(
 
 
 def sapo_symbolic(
-    z, sampled, *, adv, behavior_logp, tau_pos=1.0, tau_neg=1.05,
+    z,
+    sampled,
+    *,
+    adv,
+    behavior_logp,
+    tau_pos=1.0,
+    tau_neg=1.05,
     log_ratio_clamp=LOG_RATIO_CLAMP,
 ):
     """SymPy spec of :func:`sapo_loss` (sigmoid written as 1/(1+e^{-x}))."""
@@ -72,8 +78,9 @@ def sapo_symbolic(
     return -(4 / tau) / (1 + sp.exp(-tau * (r - 1))) * a
 
 
-def sapo_coefficient(p, q, adv, *, tau_pos=1.0, tau_neg=1.05,
-                     log_ratio_clamp=LOG_RATIO_CLAMP):
+def sapo_coefficient(
+    p, q, adv, *, tau_pos=1.0, tau_neg=1.05, log_ratio_clamp=LOG_RATIO_CLAMP
+):
     r""":math:`c = 4\hat A r h(1-h)`, :math:`h = \sigma(\tau(r-1))`; never gated.
 
     Args:

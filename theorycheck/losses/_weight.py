@@ -71,7 +71,13 @@ def cispo_loss(
 
 
 def cispo_symbolic(
-    z, sampled, *, adv, behavior_logp, low=0.5, high=5.0,
+    z,
+    sampled,
+    *,
+    adv,
+    behavior_logp,
+    low=0.5,
+    high=5.0,
     log_ratio_clamp=LOG_RATIO_CLAMP,
 ):
     """SymPy spec of :func:`cispo_loss`."""
@@ -80,8 +86,7 @@ def cispo_symbolic(
     return -w * sym_number(adv) * sym_log_softmax(z, sampled)
 
 
-def cispo_coefficient(p, q, adv, *, low=0.5, high=5.0,
-                      log_ratio_clamp=LOG_RATIO_CLAMP):
+def cispo_coefficient(p, q, adv, *, low=0.5, high=5.0, log_ratio_clamp=LOG_RATIO_CLAMP):
     r""":math:`c = \hat A\,\operatorname{clip}(r, l, u)`; never gated.
 
     Args:
@@ -144,7 +149,13 @@ def glm5_loss(
 
 
 def glm5_symbolic(
-    z, sampled, *, adv, behavior_logp, low=0.5, high=5.0,
+    z,
+    sampled,
+    *,
+    adv,
+    behavior_logp,
+    low=0.5,
+    high=5.0,
     log_ratio_clamp=LOG_RATIO_CLAMP,
 ):
     """SymPy spec of :func:`glm5_loss`."""
@@ -154,8 +165,7 @@ def glm5_symbolic(
     return -w * sym_number(adv) * sym_log_softmax(z, sampled)
 
 
-def glm5_coefficient(p, q, adv, *, low=0.5, high=5.0,
-                     log_ratio_clamp=LOG_RATIO_CLAMP):
+def glm5_coefficient(p, q, adv, *, low=0.5, high=5.0, log_ratio_clamp=LOG_RATIO_CLAMP):
     r""":math:`c = \hat A\,r\,\mathbf 1[l<r<u]`; gated where r leaves (l, u).
 
     Args:

@@ -66,8 +66,16 @@ class ModelConfig:
     name: str = ""
 
     def __post_init__(self):
-        for field in ("vocab_size", "hidden_size", "num_layers", "num_heads",
-                      "num_kv_heads", "head_dim", "intermediate_size", "max_positions"):
+        for field in (
+            "vocab_size",
+            "hidden_size",
+            "num_layers",
+            "num_heads",
+            "num_kv_heads",
+            "head_dim",
+            "intermediate_size",
+            "max_positions",
+        ):
             value = getattr(self, field)
             if not isinstance(value, int) or value <= 0:
                 raise ValueError(

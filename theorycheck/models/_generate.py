@@ -60,9 +60,11 @@ def _sample(key, logp, temperature: float, top_p: float):
         sorted_logp = jnp.take_along_axis(logp, order, axis=-1)
         before = jnp.cumsum(jnp.exp(sorted_logp), axis=-1) - jnp.exp(sorted_logp)
         keep_sorted = before < top_p  # the smallest prefix with mass >= top_p
-        keep = jnp.zeros_like(keep_sorted).at[
-            jnp.arange(logp.shape[0])[:, None], order
-        ].set(keep_sorted)
+        keep = (
+            jnp.zeros_like(keep_sorted)
+            .at[jnp.arange(logp.shape[0])[:, None], order]
+            .set(keep_sorted)
+        )
         logp = jnp.where(keep, logp, -jnp.inf)
     return jr.categorical(key, logp, axis=-1)
 
@@ -92,11 +94,27 @@ def completion_mask(tokens: Int[ArrayLike, "batch new"], eos_id: int) -> Array:
 
 @functools.partial(
     jax.jit,
-    static_argnames=("config", "max_new_tokens", "temperature", "top_p", "topk",
-                     "return_full"),
+    static_argnames=(
+        "config",
+        "max_new_tokens",
+        "temperature",
+        "top_p",
+        "topk",
+        "return_full",
+    ),
 )
-def _generate(params, config, prompt, prompt_mask, key, max_new_tokens, temperature,
-              top_p, topk, return_full):
+def _generate(
+    params,
+    config,
+    prompt,
+    prompt_mask,
+    key,
+    max_new_tokens,
+    temperature,
+    top_p,
+    topk,
+    return_full,
+):
     b, t = prompt.shape
     total = t + max_new_tokens
     dtype = params["embed"].dtype
@@ -120,8 +138,10 @@ def _generate(params, config, prompt, prompt_mask, key, max_new_tokens, temperat
         key, sub = jr.split(key)
         logp = sampling_logprobs(logits, temperature)
         token = _sample(sub, logp, temperature, top_p).astype(jnp.int32)
-        out = {"token": token,
-               "logprob": jnp.take_along_axis(logp, token[:, None], axis=1)[:, 0]}
+        out = {
+            "token": token,
+            "logprob": jnp.take_along_axis(logp, token[:, None], axis=1)[:, 0],
+        }
         if topk:
             out["topk_logprobs"], out["topk_ids"] = jax.lax.top_k(logp, topk)
         if return_full:
@@ -134,8 +154,9 @@ def _generate(params, config, prompt, prompt_mask, key, max_new_tokens, temperat
         )
         return (head(params, config, x)[:, 0], cache_k, cache_v, key), out
 
-    _, out = jax.lax.scan(step, (logits, cache_k, cache_v, key),
-                          jnp.arange(max_new_tokens))
+    _, out = jax.lax.scan(
+        step, (logits, cache_k, cache_v, key), jnp.arange(max_new_tokens)
+    )
     out = jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1), out)
     empty_lp = jnp.zeros((b, max_new_tokens, 0), logits.dtype)
     return Generation(
@@ -148,9 +169,16 @@ def _generate(params, config, prompt, prompt_mask, key, max_new_tokens, temperat
 
 
 def generate(
-    params: Params, config: ModelConfig, prompt_tokens: Int[ArrayLike, "batch prompt"],
-    *, key: Array, max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0,
-    topk_logprobs: int = 0, return_full_logprobs: bool = False,
+    params: Params,
+    config: ModelConfig,
+    prompt_tokens: Int[ArrayLike, "batch prompt"],
+    *,
+    key: Array,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    topk_logprobs: int = 0,
+    return_full_logprobs: bool = False,
     prompt_mask: Int[ArrayLike, "batch prompt"] | None = None,
 ) -> Generation:
     r"""Samples ``max_new_tokens`` continuations per prompt with a KV cache.
@@ -197,21 +225,35 @@ def generate(
     if max_new_tokens < 1:
         raise BadInput(f"max_new_tokens = {max_new_tokens} must be >= 1")
     if prompt.shape[1] + max_new_tokens > config.max_positions:
-        raise BadInput(f"prompt length {prompt.shape[1]} + max_new_tokens "
-                       f"{max_new_tokens} exceeds max_positions {config.max_positions}")
+        raise BadInput(
+            f"prompt length {prompt.shape[1]} + max_new_tokens "
+            f"{max_new_tokens} exceeds max_positions {config.max_positions}"
+        )
     if not temperature >= 0:
         raise BadInput(f"temperature = {temperature} must be >= 0")
     if not 0 < top_p <= 1:
         raise BadInput(f"top_p = {top_p} must be in (0, 1]")
     if not 0 <= topk_logprobs <= config.vocab_size:
-        raise BadInput(f"topk_logprobs = {topk_logprobs} must be in [0, "
-                       f"{config.vocab_size}]")
+        raise BadInput(
+            f"topk_logprobs = {topk_logprobs} must be in [0, {config.vocab_size}]"
+        )
     if prompt_mask is None:
         prompt_mask = jnp.ones(prompt.shape, jnp.int32)
     prompt_mask = jnp.asarray(prompt_mask, jnp.int32)
     if prompt_mask.shape != prompt.shape:
-        raise BadInput(f"prompt_mask shape {prompt_mask.shape} differs from "
-                       f"prompt_tokens shape {prompt.shape}")
-    return _generate(params, config, prompt, prompt_mask, key, int(max_new_tokens),
-                     float(temperature), float(top_p), int(topk_logprobs),
-                     bool(return_full_logprobs))
+        raise BadInput(
+            f"prompt_mask shape {prompt_mask.shape} differs from "
+            f"prompt_tokens shape {prompt.shape}"
+        )
+    return _generate(
+        params,
+        config,
+        prompt,
+        prompt_mask,
+        key,
+        int(max_new_tokens),
+        float(temperature),
+        float(top_p),
+        int(topk_logprobs),
+        bool(return_full_logprobs),
+    )

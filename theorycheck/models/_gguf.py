@@ -23,9 +23,12 @@ _ARCHITECTURES = {
 }
 _BLOCK = {
     "attn_norm": ("blk.{i}.attn_norm.weight", False),
-    "wq": ("blk.{i}.attn_q.weight", True), "wk": ("blk.{i}.attn_k.weight", True),
-    "wv": ("blk.{i}.attn_v.weight", True), "wo": ("blk.{i}.attn_output.weight", True),
-    "bq": ("blk.{i}.attn_q.bias", False), "bk": ("blk.{i}.attn_k.bias", False),
+    "wq": ("blk.{i}.attn_q.weight", True),
+    "wk": ("blk.{i}.attn_k.weight", True),
+    "wv": ("blk.{i}.attn_v.weight", True),
+    "wo": ("blk.{i}.attn_output.weight", True),
+    "bq": ("blk.{i}.attn_q.bias", False),
+    "bk": ("blk.{i}.attn_k.bias", False),
     "bv": ("blk.{i}.attn_v.bias", False),
     "q_norm": ("blk.{i}.attn_q_norm.weight", False),
     "k_norm": ("blk.{i}.attn_k_norm.weight", False),
@@ -34,9 +37,11 @@ _BLOCK = {
     "w_up": ("blk.{i}.ffn_up.weight", True),
     "w_down": ("blk.{i}.ffn_down.weight", True),
 }
-_TOP = {"embed": ("token_embd.weight", False),
-        "final_norm": ("output_norm.weight", False),
-        "lm_head": ("output.weight", True)}
+_TOP = {
+    "embed": ("token_embd.weight", False),
+    "final_norm": ("output_norm.weight", False),
+    "lm_head": ("output.weight", True),
+}
 
 _VERIFIED: dict[tuple, str] = {}
 
@@ -76,20 +81,25 @@ def open_gguf(path: str, expected_sha256: str | None = None) -> GGUFReader:
     if expected_sha256 is not None:
         got = sha256_file(path)
         if got != expected_sha256.lower():
-            raise BadInput(f"{path}: sha256 {got} does not match the expected "
-                           f"{expected_sha256}")
+            raise BadInput(
+                f"{path}: sha256 {got} does not match the expected {expected_sha256}"
+            )
     try:
         return GGUFReader(path)
     except Exception as err:  # truncated or foreign files fail in many ways
-        raise BadInput(f"{path}: not a readable GGUF file, truncated or corrupt "
-                       f"({type(err).__name__}: {err})") from None
+        raise BadInput(
+            f"{path}: not a readable GGUF file, truncated or corrupt "
+            f"({type(err).__name__}: {err})"
+        ) from None
 
 
 def _config(fields: dict, path: str) -> ModelConfig:
     arch = fields.get("general.architecture")
     if arch not in _ARCHITECTURES:
-        raise BadInput(f"{path}: unknown architecture {arch!r} in field "
-                       f"'general.architecture'; supported: {sorted(_ARCHITECTURES)}")
+        raise BadInput(
+            f"{path}: unknown architecture {arch!r} in field "
+            f"'general.architecture'; supported: {sorted(_ARCHITECTURES)}"
+        )
     layout, qk_norm = _ARCHITECTURES[arch]
 
     def get(name, default=None, kind=int):
@@ -104,15 +114,20 @@ def _config(fields: dict, path: str) -> ModelConfig:
     n_vocab = len(fields.get("tokenizer.ggml.tokens", ()))
     try:
         return ModelConfig(
-            family=Family.LLAMA, name=f"gguf:{arch}",
-            vocab_size=get("vocab_size", n_vocab or None), hidden_size=d,
-            num_layers=get("block_count"), num_heads=heads,
+            family=Family.LLAMA,
+            name=f"gguf:{arch}",
+            vocab_size=get("vocab_size", n_vocab or None),
+            hidden_size=d,
+            num_layers=get("block_count"),
+            num_heads=heads,
             num_kv_heads=get("attention.head_count_kv", heads),
             head_dim=get("attention.key_length", d // heads),
             intermediate_size=get("feed_forward_length"),
             norm_eps=get("attention.layer_norm_rms_epsilon", kind=float),
-            rope_theta=get("rope.freq_base", 10000.0, float), rope_layout=layout,
-            qk_norm=qk_norm, attention_bias="blk.0.attn_q.bias" in fields["_tensors"],
+            rope_theta=get("rope.freq_base", 10000.0, float),
+            rope_layout=layout,
+            qk_norm=qk_norm,
+            attention_bias="blk.0.attn_q.bias" in fields["_tensors"],
             tie_embeddings="output.weight" not in fields["_tensors"],
             max_positions=get("context_length", 2048),
         )
@@ -156,8 +171,10 @@ def load_gguf(path: str, *, expected_sha256: str | None = None, dtype=np.float32
             arr = dequantize(t.data, t.tensor_type)
             return np.asarray(arr).reshape([int(s) for s in reversed(t.shape)])
         except Exception as err:  # unsupported quantisation or short data
-            raise BadInput(f"{path}: cannot dequantise tensor {name!r} "
-                           f"({type(err).__name__}: {err})") from None
+            raise BadInput(
+                f"{path}: cannot dequantise tensor {name!r} "
+                f"({type(err).__name__}: {err})"
+            ) from None
 
     params = assemble(cfg, _TOP, _BLOCK, read, path, dtype)
     return cfg, params, tokenizer

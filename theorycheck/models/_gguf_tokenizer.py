@@ -35,19 +35,26 @@ def tokenizer_from_gguf_fields(fields: dict, path: str) -> Tokenizer:
     Returns:
         The tokenizer.
     """
-    for key in ("tokenizer.ggml.model", "tokenizer.ggml.tokens",
-                "tokenizer.ggml.merges"):
+    for key in (
+        "tokenizer.ggml.model",
+        "tokenizer.ggml.tokens",
+        "tokenizer.ggml.merges",
+    ):
         if key not in fields:
             raise BadInput(f"{path}: tokenizer missing (no metadata field {key!r})")
     kind = fields["tokenizer.ggml.model"]
     if kind != "gpt2":
-        raise BadInput(f"{path}: field 'tokenizer.ggml.model' = {kind!r} is not "
-                       "supported (only 'gpt2', byte-level BPE)")
+        raise BadInput(
+            f"{path}: field 'tokenizer.ggml.model' = {kind!r} is not "
+            "supported (only 'gpt2', byte-level BPE)"
+        )
     pre = fields.get("tokenizer.ggml.pre", "default")
     pre_tokenizer = _pre_tokenizer(pre)
     if pre_tokenizer is None:
-        raise BadInput(f"{path}: field 'tokenizer.ggml.pre' = {pre!r} is not supported "
-                       "(supported: 'smollm', 'gpt2', 'default')")
+        raise BadInput(
+            f"{path}: field 'tokenizer.ggml.pre' = {pre!r} is not supported "
+            "(supported: 'smollm', 'gpt2', 'default')"
+        )
     tokens = list(fields["tokenizer.ggml.tokens"])
     vocab = {tok: i for i, tok in enumerate(tokens)}
     merges = []

@@ -28,19 +28,29 @@ _LLAMA_BLOCK = {
     "w_up": ("mlp.up_proj.weight", True),
     "w_down": ("mlp.down_proj.weight", True),
 }
-_LLAMA_BIAS = {"bq": ("self_attn.q_proj.bias", False),
-               "bk": ("self_attn.k_proj.bias", False),
-               "bv": ("self_attn.v_proj.bias", False)}
-_LLAMA_QK_NORM = {"q_norm": ("self_attn.q_norm.weight", False),
-                  "k_norm": ("self_attn.k_norm.weight", False)}
+_LLAMA_BIAS = {
+    "bq": ("self_attn.q_proj.bias", False),
+    "bk": ("self_attn.k_proj.bias", False),
+    "bv": ("self_attn.v_proj.bias", False),
+}
+_LLAMA_QK_NORM = {
+    "q_norm": ("self_attn.q_norm.weight", False),
+    "k_norm": ("self_attn.k_norm.weight", False),
+}
 #: GPT-2 uses Conv1D, whose weights are already [in, out].
 _GPT2_BLOCK = {
-    "ln1_w": ("ln_1.weight", False), "ln1_b": ("ln_1.bias", False),
-    "w_qkv": ("attn.c_attn.weight", False), "b_qkv": ("attn.c_attn.bias", False),
-    "wo": ("attn.c_proj.weight", False), "bo": ("attn.c_proj.bias", False),
-    "ln2_w": ("ln_2.weight", False), "ln2_b": ("ln_2.bias", False),
-    "w_fc": ("mlp.c_fc.weight", False), "b_fc": ("mlp.c_fc.bias", False),
-    "w_proj": ("mlp.c_proj.weight", False), "b_proj": ("mlp.c_proj.bias", False),
+    "ln1_w": ("ln_1.weight", False),
+    "ln1_b": ("ln_1.bias", False),
+    "w_qkv": ("attn.c_attn.weight", False),
+    "b_qkv": ("attn.c_attn.bias", False),
+    "wo": ("attn.c_proj.weight", False),
+    "bo": ("attn.c_proj.bias", False),
+    "ln2_w": ("ln_2.weight", False),
+    "ln2_b": ("ln_2.bias", False),
+    "w_fc": ("mlp.c_fc.weight", False),
+    "b_fc": ("mlp.c_fc.bias", False),
+    "w_proj": ("mlp.c_proj.weight", False),
+    "b_proj": ("mlp.c_proj.bias", False),
 }
 
 
@@ -49,18 +59,41 @@ def expected_shapes(cfg: ModelConfig) -> dict:
     d, v, f = cfg.hidden_size, cfg.vocab_size, cfg.intermediate_size
     q, kv = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
     if cfg.family is Family.GPT2:
-        top = {"embed": (v, d), "pos_embed": (cfg.max_positions, d),
-               "final_norm": (d,), "final_norm_b": (d,)}
-        block = {"ln1_w": (d,), "ln1_b": (d,), "w_qkv": (d, 3 * d), "b_qkv": (3 * d,),
-                 "wo": (d, d), "bo": (d,), "ln2_w": (d,), "ln2_b": (d,),
-                 "w_fc": (d, f), "b_fc": (f,), "w_proj": (f, d), "b_proj": (d,)}
+        top = {
+            "embed": (v, d),
+            "pos_embed": (cfg.max_positions, d),
+            "final_norm": (d,),
+            "final_norm_b": (d,),
+        }
+        block = {
+            "ln1_w": (d,),
+            "ln1_b": (d,),
+            "w_qkv": (d, 3 * d),
+            "b_qkv": (3 * d,),
+            "wo": (d, d),
+            "bo": (d,),
+            "ln2_w": (d,),
+            "ln2_b": (d,),
+            "w_fc": (d, f),
+            "b_fc": (f,),
+            "w_proj": (f, d),
+            "b_proj": (d,),
+        }
         return {"top": top, "block": block}
     top = {"embed": (v, d), "final_norm": (d,)}
     if not cfg.tie_embeddings:
         top["lm_head"] = (d, v)
-    block = {"attn_norm": (d,), "wq": (d, q), "wk": (d, kv), "wv": (d, kv),
-             "wo": (q, d), "mlp_norm": (d,), "w_gate": (d, f), "w_up": (d, f),
-             "w_down": (f, d)}
+    block = {
+        "attn_norm": (d,),
+        "wq": (d, q),
+        "wk": (d, kv),
+        "wv": (d, kv),
+        "wo": (q, d),
+        "mlp_norm": (d,),
+        "w_gate": (d, f),
+        "w_up": (d, f),
+        "w_down": (f, d),
+    }
     if cfg.attention_bias:
         block.update(bq=(q,), bk=(kv,), bv=(kv,))
     if cfg.qk_norm:
@@ -69,8 +102,12 @@ def expected_shapes(cfg: ModelConfig) -> dict:
 
 
 def assemble(
-    cfg: ModelConfig, top_names: dict, block_names: dict,
-    read: Callable[[str], np.ndarray], source: str, dtype,
+    cfg: ModelConfig,
+    top_names: dict,
+    block_names: dict,
+    read: Callable[[str], np.ndarray],
+    source: str,
+    dtype,
 ) -> dict:
     """Reads, transposes, checks and stacks tensors into the parameter pytree.
 
@@ -94,14 +131,20 @@ def assemble(
             raise BadInput(f"{source}: missing tensor {name!r}") from None
         arr = arr.T if transpose else arr
         if arr.shape != shape:
-            raise BadInput(f"{source}: tensor {name!r} has shape {arr.shape}, "
-                           f"expected {shape} from the config")
+            raise BadInput(
+                f"{source}: tensor {name!r} has shape {arr.shape}, "
+                f"expected {shape} from the config"
+            )
         return arr.astype(dtype)
 
     params = {k: load(k, *top_names[k], s) for k, s in shapes["top"].items()}
     params["blocks"] = {
-        k: np.stack([load(k, block_names[k][0].format(i=i), block_names[k][1], s)
-                     for i in range(cfg.num_layers)])
+        k: np.stack(
+            [
+                load(k, block_names[k][0].format(i=i), block_names[k][1], s)
+                for i in range(cfg.num_layers)
+            ]
+        )
         for k, s in shapes["block"].items()
     }
     return params
@@ -170,15 +213,20 @@ def load_hf(directory: str, *, dtype=np.float32):
     handles: dict[str, object] = {}
     if cfg.family is Family.GPT2:
         names = {k.removeprefix("transformer."): k for k in files}
-        top = {"embed": ("wte.weight", False), "pos_embed": ("wpe.weight", False),
-               "final_norm": ("ln_f.weight", False),
-               "final_norm_b": ("ln_f.bias", False)}
+        top = {
+            "embed": ("wte.weight", False),
+            "pos_embed": ("wpe.weight", False),
+            "final_norm": ("ln_f.weight", False),
+            "final_norm_b": ("ln_f.bias", False),
+        }
         block = {k: (f"h.{{i}}.{n}", t) for k, (n, t) in _GPT2_BLOCK.items()}
     else:
         names = {k: k for k in files}
-        top = {"embed": ("model.embed_tokens.weight", False),
-               "final_norm": ("model.norm.weight", False),
-               "lm_head": ("lm_head.weight", True)}
+        top = {
+            "embed": ("model.embed_tokens.weight", False),
+            "final_norm": ("model.norm.weight", False),
+            "lm_head": ("lm_head.weight", True),
+        }
         table = {**_LLAMA_BLOCK, **_LLAMA_BIAS, **_LLAMA_QK_NORM}
         block = {k: (f"model.layers.{{i}}.{n}", t) for k, (n, t) in table.items()}
 

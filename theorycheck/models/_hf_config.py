@@ -45,13 +45,19 @@ class _Fields:
                 raise BadInput(f"{self.path}: missing field {name!r}")
             return default
         value = self.raw[name]
-        ok = isinstance(value, bool) if kind is bool else (
-            isinstance(value, (int, float)) and not isinstance(value, bool)
-            and (kind is float or float(value).is_integer())
+        ok = (
+            isinstance(value, bool)
+            if kind is bool
+            else (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and (kind is float or float(value).is_integer())
+            )
         )
         if not ok:
-            raise BadInput(f"{self.path}: field {name!r} = {value!r} is not a "
-                           f"{kind.__name__}")
+            raise BadInput(
+                f"{self.path}: field {name!r} = {value!r} is not a {kind.__name__}"
+            )
         return kind(value)
 
 
@@ -67,17 +73,23 @@ def config_from_hf(raw: dict, path: str = "config.json") -> ModelConfig:
     """
     archs = raw.get("architectures")
     if not isinstance(archs, list) or len(archs) != 1:
-        raise BadInput(f"{path}: field 'architectures' = {archs!r} must list exactly "
-                       f"one of {sorted(ARCHITECTURES)}")
+        raise BadInput(
+            f"{path}: field 'architectures' = {archs!r} must list exactly "
+            f"one of {sorted(ARCHITECTURES)}"
+        )
     arch = archs[0]
     if arch not in ARCHITECTURES:
-        raise BadInput(f"{path}: unknown architecture {arch!r} in field "
-                       f"'architectures'; supported: {sorted(ARCHITECTURES)}")
+        raise BadInput(
+            f"{path}: unknown architecture {arch!r} in field "
+            f"'architectures'; supported: {sorted(ARCHITECTURES)}"
+        )
     family, bias, qk_norm = ARCHITECTURES[arch]
     for field, allowed in _REQUIRED_VALUES.items():
         if raw.get(field) not in allowed:
-            raise BadInput(f"{path}: field {field!r} = {raw[field]!r} is not supported "
-                           f"(supported: {[a for a in allowed if a is not None]})")
+            raise BadInput(
+                f"{path}: field {field!r} = {raw[field]!r} is not supported "
+                f"(supported: {[a for a in allowed if a is not None]})"
+            )
     f = _Fields(raw, path)
     if family is Family.GPT2:
         d = f.get("n_embd", required=True)
@@ -87,39 +99,56 @@ def config_from_hf(raw: dict, path: str = "config.json") -> ModelConfig:
                 f"{path}: n_embd = {d} is not a multiple of n_head = {heads}"
             )
         return ModelConfig(
-            family=family, name=arch, vocab_size=f.get("vocab_size", required=True),
-            hidden_size=d, num_layers=f.get("n_layer", required=True),
-            num_heads=heads, num_kv_heads=heads, head_dim=d // heads,
+            family=family,
+            name=arch,
+            vocab_size=f.get("vocab_size", required=True),
+            hidden_size=d,
+            num_layers=f.get("n_layer", required=True),
+            num_heads=heads,
+            num_kv_heads=heads,
+            head_dim=d // heads,
             intermediate_size=f.get("n_inner", 4 * d),
             norm_eps=f.get("layer_norm_epsilon", 1e-5, kind=float),
-            tie_embeddings=True, attention_bias=True,
+            tie_embeddings=True,
+            attention_bias=True,
             max_positions=f.get("n_positions", 1024),
         )
     theta = f.get("rope_theta", None, kind=float)
     rope_parameters = raw.get("rope_parameters")
     if rope_parameters is not None:
-        if not isinstance(rope_parameters, dict) or rope_parameters.get(
-            "rope_type", "default"
-        ) != "default":
-            raise BadInput(f"{path}: field 'rope_parameters' = {rope_parameters!r} is "
-                           "not supported (only rope_type 'default')")
+        if (
+            not isinstance(rope_parameters, dict)
+            or rope_parameters.get("rope_type", "default") != "default"
+        ):
+            raise BadInput(
+                f"{path}: field 'rope_parameters' = {rope_parameters!r} is "
+                "not supported (only rope_type 'default')"
+            )
         theta = _Fields(rope_parameters, f"{path}: rope_parameters").get(
-            "rope_theta", theta, kind=float)
+            "rope_theta", theta, kind=float
+        )
     d = f.get("hidden_size", required=True)
     heads = f.get("num_attention_heads", required=True)
     if "head_dim" not in raw and d % heads:
-        raise BadInput(f"{path}: hidden_size = {d} is not a multiple of "
-                       f"num_attention_heads = {heads} and no 'head_dim' is given")
+        raise BadInput(
+            f"{path}: hidden_size = {d} is not a multiple of "
+            f"num_attention_heads = {heads} and no 'head_dim' is given"
+        )
     try:
         return ModelConfig(
-            family=family, name=arch, vocab_size=f.get("vocab_size", required=True),
-            hidden_size=d, num_layers=f.get("num_hidden_layers", required=True),
-            num_heads=heads, num_kv_heads=f.get("num_key_value_heads", heads),
+            family=family,
+            name=arch,
+            vocab_size=f.get("vocab_size", required=True),
+            hidden_size=d,
+            num_layers=f.get("num_hidden_layers", required=True),
+            num_heads=heads,
+            num_kv_heads=f.get("num_key_value_heads", heads),
             head_dim=f.get("head_dim", d // heads),
             intermediate_size=f.get("intermediate_size", required=True),
             norm_eps=f.get("rms_norm_eps", 1e-6, kind=float),
             rope_theta=10000.0 if theta is None else theta,
-            rope_layout=RopeLayout.HALF, qk_norm=qk_norm,
+            rope_layout=RopeLayout.HALF,
+            qk_norm=qk_norm,
             attention_bias=bias or f.get("attention_bias", False, kind=bool),
             tie_embeddings=f.get("tie_word_embeddings", False, kind=bool),
             max_positions=f.get("max_position_embeddings", 2048),

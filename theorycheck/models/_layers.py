@@ -47,7 +47,9 @@ def rms_norm(x: Float[Array, "... D"], weight: Float[Array, " D"], eps: float) -
 
 
 def layer_norm(
-    x: Float[Array, "... D"], weight: Float[Array, " D"], bias: Float[Array, " D"],
+    x: Float[Array, "... D"],
+    weight: Float[Array, " D"],
+    bias: Float[Array, " D"],
     eps: float,
 ) -> Array:
     r"""Layer norm (Ba et al. 2016, eq. 4), statistics in float32.

@@ -54,8 +54,10 @@ def embedded_path(name: str = DEFAULT_MODEL) -> str:
     try:
         dist = importlib.metadata.distribution(dist_name)
     except importlib.metadata.PackageNotFoundError:
-        raise BadInput(f"model {name!r} needs the package {dist_name}==0.1.2 "
-                       "(installed by `make install` with --no-deps)") from None
+        raise BadInput(
+            f"model {name!r} needs the package {dist_name}==0.1.2 "
+            "(installed by `make install` with --no-deps)"
+        ) from None
     path = str(dist.locate_file(rel))
     if not os.path.isfile(path):
         raise BadInput(f"{path}: missing file of the installed {dist_name} package")
@@ -82,14 +84,17 @@ def load_model(name_or_path: str, *, dtype=jnp.float32) -> Model:
     np_dtype = np.dtype(jnp.dtype(dtype))
     if name_or_path in _EMBEDDED:
         path = embedded_path(name_or_path)
-        cfg, params, tok = load_gguf(path, expected_sha256=_EMBEDDED[name_or_path][2],
-                                     dtype=np_dtype)
+        cfg, params, tok = load_gguf(
+            path, expected_sha256=_EMBEDDED[name_or_path][2], dtype=np_dtype
+        )
     elif os.path.isdir(name_or_path):
         cfg, params, tok = load_hf(name_or_path, dtype=np_dtype)
     elif name_or_path.endswith(".gguf"):
         cfg, params, tok = load_gguf(name_or_path, dtype=np_dtype)
     else:
-        raise BadInput(f"unknown model {name_or_path!r}: expected one of "
-                       f"{sorted(_EMBEDDED)}, an HF checkpoint directory or a "
-                       ".gguf file")
+        raise BadInput(
+            f"unknown model {name_or_path!r}: expected one of "
+            f"{sorted(_EMBEDDED)}, an HF checkpoint directory or a "
+            ".gguf file"
+        )
     return Model(cfg, jax.tree_util.tree_map(jnp.asarray, params), tok)

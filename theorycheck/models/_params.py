@@ -27,8 +27,9 @@ from theorycheck.models._transformer import Params, head, positions_and_mask, ru
 _TOP_KEYS = {Family.LLAMA: ("final_norm",), Family.GPT2: ("final_norm", "final_norm_b")}
 
 
-def init_params(config: ModelConfig, *, key: Array, dtype=jnp.float32,
-                scale: float = 0.02) -> Params:
+def init_params(
+    config: ModelConfig, *, key: Array, dtype=jnp.float32, scale: float = 0.02
+) -> Params:
     r"""Random parameters for a synthetic model (tests, ``--tiny`` experiments).
 
     Matrices and embeddings are :math:`\mathcal N(0, \text{scale}^2)`, norm gains 1,
@@ -54,8 +55,10 @@ def init_params(config: ModelConfig, *, key: Array, dtype=jnp.float32,
         (2, 8, 8)
     """
     shapes = expected_shapes(config)
-    flat = {**shapes["top"], **{("blocks", k): (config.num_layers, *v)
-                                for k, v in shapes["block"].items()}}
+    flat = {
+        **shapes["top"],
+        **{("blocks", k): (config.num_layers, *v) for k, v in shapes["block"].items()},
+    }
     keys = dict(zip(flat, jr.split(key, len(flat))))
     params: dict = {"blocks": {}}
     for name, shape in flat.items():
@@ -74,7 +77,10 @@ def init_params(config: ModelConfig, *, key: Array, dtype=jnp.float32,
 
 
 def split_params(
-    params: Params, config: ModelConfig, num_trainable_blocks: int, *,
+    params: Params,
+    config: ModelConfig,
+    num_trainable_blocks: int,
+    *,
     train_head: bool = False,
 ) -> tuple[Params, Params]:
     """Splits parameters into the trainable top and the frozen rest.
@@ -94,11 +100,13 @@ def split_params(
     """
     n_layers = config.num_layers
     if not 0 <= num_trainable_blocks <= n_layers:
-        raise BadInput(f"num_trainable_blocks = {num_trainable_blocks} is outside "
-                       f"[0, {n_layers}]")
+        raise BadInput(
+            f"num_trainable_blocks = {num_trainable_blocks} is outside [0, {n_layers}]"
+        )
     if train_head and config.tie_embeddings:
-        raise BadInput("train_head=True needs an untied lm_head; this model ties it "
-                       "to embed")
+        raise BadInput(
+            "train_head=True needs an untied lm_head; this model ties it to embed"
+        )
     cut = n_layers - num_trainable_blocks
     blocks = params["blocks"]
     trainable = {"blocks": jax.tree_util.tree_map(lambda a: a[cut:], blocks)}
@@ -123,14 +131,17 @@ def merge_params(trainable: Params, frozen: Params) -> Params:
     merged = {**frozen, **{k: v for k, v in trainable.items() if k != "blocks"}}
     merged["blocks"] = jax.tree_util.tree_map(
         lambda a, b: jnp.concatenate([a, b], axis=0),
-        frozen["blocks"], trainable["blocks"],
+        frozen["blocks"],
+        trainable["blocks"],
     )
     return merged
 
 
 @functools.partial(jax.jit, static_argnames=("config",))
 def logits_from_hidden(
-    trainable: Params, frozen: Params, config: ModelConfig,
+    trainable: Params,
+    frozen: Params,
+    config: ModelConfig,
     hidden: Float[Array, "batch seq D"],
     attention_mask: Int[Array, "batch seq"] | None = None,
 ) -> Float[Array, "batch seq V"]:
@@ -184,7 +195,8 @@ def partition_params(
     for key, value in params.items():
         if isinstance(value, dict):
             sub_sel, sub_rest = partition_params(
-                value, lambda path, key=key: select(f"{key}/{path}"))
+                value, lambda path, key=key: select(f"{key}/{path}")
+            )
             if sub_sel:
                 selected[key] = sub_sel
             if sub_rest:

@@ -104,8 +104,9 @@ def run_blocks(blocks, cfg: ModelConfig, x, positions, mask, cache=None):
     """
     block = functools.partial(_BLOCKS[cfg.family], cfg)
     if cache is None:
-        x, _ = jax.lax.scan(lambda x, p: (block(p, x, positions, mask, None)[0], None),
-                            x, blocks)
+        x, _ = jax.lax.scan(
+            lambda x, p: (block(p, x, positions, mask, None)[0], None), x, blocks
+        )
         return x, None
     k, v, index = cache
 
@@ -156,15 +157,21 @@ def check_tokens(tokens, cfg: ModelConfig) -> None:
         return
     arr = np.asarray(tokens)
     if arr.ndim != 2 or not np.issubdtype(arr.dtype, np.integer):
-        raise BadInput(f"tokens must be an integer array [batch, seq], got "
-                       f"shape {arr.shape} dtype {arr.dtype}")
+        raise BadInput(
+            f"tokens must be an integer array [batch, seq], got "
+            f"shape {arr.shape} dtype {arr.dtype}"
+        )
     if arr.size and (arr.min() < 0 or arr.max() >= cfg.vocab_size):
         bad = int(arr.min()) if arr.min() < 0 else int(arr.max())
-        raise BadInput(f"token id {bad} is outside [0, {cfg.vocab_size}) for "
-                       f"{cfg.name or cfg.family.value}")
+        raise BadInput(
+            f"token id {bad} is outside [0, {cfg.vocab_size}) for "
+            f"{cfg.name or cfg.family.value}"
+        )
     if arr.shape[1] > cfg.max_positions:
-        raise BadInput(f"sequence length {arr.shape[1]} exceeds the model's "
-                       f"max_positions = {cfg.max_positions}")
+        raise BadInput(
+            f"sequence length {arr.shape[1]} exceeds the model's "
+            f"max_positions = {cfg.max_positions}"
+        )
 
 
 @functools.partial(jax.jit, static_argnames=("config", "num_blocks"))
@@ -179,7 +186,10 @@ def _hidden(params, config, tokens, attention_mask, num_blocks):
 
 
 def hidden_states(
-    params: Params, config: ModelConfig, tokens: Int[ArrayLike, "batch seq"], *,
+    params: Params,
+    config: ModelConfig,
+    tokens: Int[ArrayLike, "batch seq"],
+    *,
     num_blocks: int | None = None,
     attention_mask: Int[ArrayLike, "batch seq"] | None = None,
 ) -> Float[Array, "batch seq D"]:
@@ -209,7 +219,10 @@ def _forward(params, config, tokens, attention_mask):
 
 
 def forward(
-    params: Params, config: ModelConfig, tokens: Int[ArrayLike, "batch seq"], *,
+    params: Params,
+    config: ModelConfig,
+    tokens: Int[ArrayLike, "batch seq"],
+    *,
     attention_mask: Int[ArrayLike, "batch seq"] | None = None,
 ) -> Float[Array, "batch seq V"]:
     r"""Per-position next-token logits of a causal LM.

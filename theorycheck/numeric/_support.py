@@ -110,7 +110,6 @@ def sampled_behavior_logp(behavior, sampled: Array) -> Array:
     return jnp.where(jnp.any(hit, axis=-1), found, other)
 
 
-
 def support_slots(ids, vals, k, logmu_k, k_in, support: str):
     """Slots of S (ids, log μ, valid) from the behavior top-K and the sampled token.
 
@@ -131,6 +130,7 @@ def support_slots(ids, vals, k, logmu_k, k_in, support: str):
         valid = jnp.ones_like(ids, bool)
     slot_mu = jnp.where(valid, slot_mu, -jnp.inf)
     return slot_ids, slot_mu, valid
+
 
 def reduce_to_support(
     behavior,

@@ -174,7 +174,6 @@ def to_probability(expr: sp.Basic, logits: Sequence[sp.Symbol]) -> ProbabilityFo
     trial = split_exp_log(trial)
     invariant = all(c not in a.free_symbols for a in entries(trial))
     if invariant:
-
         out = tidy_probability(trial)
         variables = p
     else:
