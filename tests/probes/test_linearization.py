@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tests.probes._tinylm import apply_fn, tiny
 from theorycheck._errors import BadInput
 from theorycheck.probes import (
     TokenInputs,
@@ -14,7 +15,6 @@ from theorycheck.probes import (
     summarize,
     tree_axpy,
 )
-from tests.probes._tinylm import apply_fn, tiny
 
 
 def _linear_apply(params, x):

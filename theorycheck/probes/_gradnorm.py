@@ -92,7 +92,7 @@ class SigmaMax(NamedTuple):
 
 
 def power_iteration_fn(apply_fn: ApplyFn, iters: int) -> Callable:
-    r"""A jitted ``(params, batch, mask, v0) -> (sigma, history, v)`` on :math:`J^\top J`.
+    r"""A jitted ``(params, batch, mask, v0) -> (sigma, history, v)`` (power iteration).
 
     J is the Jacobian of the masked logits ``apply_fn(params, batch) * mask[..., None]``
     (positions with mask 0 do not count). Each iteration: :math:`u = Jv`,
