@@ -40,6 +40,14 @@ from theorycheck.probes._linearization import (
 )
 from theorycheck.probes._mask import RULES, coupled_mask, coupled_update
 from theorycheck.probes._metrics import mean_se, sign_metrics, unsafe_keep
+from theorycheck.probes._objective import (
+    Targets,
+    View,
+    objective_fn,
+    run_steps,
+    trainer_apply_fn,
+    trainer_view,
+)
 from theorycheck.probes._probe import ESTIMATORS, MASKS, run_probe
 from theorycheck.probes._taylor import divergences, kl_rows, predict_change, taylor_fn
 
@@ -50,7 +58,9 @@ __all__ = [
     "RULES",
     "Linearization",
     "SigmaMax",
+    "Targets",
     "TokenInputs",
+    "View",
     "analyze_probe",
     "contraction_rate",
     "coupled_mask",
@@ -64,14 +74,18 @@ __all__ = [
     "linearization_curve",
     "linearized_descent",
     "mean_se",
+    "objective_fn",
     "power_iteration_fn",
     "predict_change",
     "run_probe",
+    "run_steps",
     "sigma_max",
     "sign_metrics",
     "spikes",
     "summarize",
     "taylor_fn",
+    "trainer_apply_fn",
+    "trainer_view",
     "tree_axpy",
     "tree_dot",
     "tree_norm",

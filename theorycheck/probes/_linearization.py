@@ -79,9 +79,15 @@ class Linearization(NamedTuple):
         residual: ``[A, N]`` per-token relative residual ρ_t(α) (NaN where the token
             did not move at all).
         dz_norm: ``[A, N]`` ‖z_t(θ+αΔθ) − z_t(θ)‖.
-        logp_pred, logp_real: ``[A, N]`` predicted and realized change of log π_k.
-        div_pred, div_real: ``[A, N]`` the same for D(μ‖π) (zeros without μ).
-        loss_pred, loss_real: ``[A]`` the same for the loss (NaN without a loss).
+        logp_pred, logp_real: ``[A, N]`` predicted (first order) and realized change
+            of log π_k.
+        logp_lin: ``[A, N]`` its change under the linearized logits
+            z(θ) + αJΔθ (exact in z: isolates Assumption 4.2 from the curvature of
+            the function of z).
+        div_pred, div_real, div_lin: ``[A, N]`` the same for D(μ‖π) (zeros without
+            μ).
+        loss_pred, loss_real, loss_lin: ``[A]`` the same for the loss (NaN without a
+            loss).
         mask: ``[N]`` the positions that count.
     """
 
@@ -90,10 +96,13 @@ class Linearization(NamedTuple):
     dz_norm: np.ndarray
     logp_pred: np.ndarray
     logp_real: np.ndarray
+    logp_lin: np.ndarray
     div_pred: np.ndarray
     div_real: np.ndarray
+    div_lin: np.ndarray
     loss_pred: np.ndarray
     loss_real: np.ndarray
+    loss_lin: np.ndarray
     mask: np.ndarray
 
 
@@ -179,7 +188,8 @@ def linearization_curve(
         loss0, gz = jax.value_and_grad(loss_fn)(z0)
         dloss_dir = jnp.vdot(gz, jd)
 
-    out = {k: [] for k in ("residual", "dz", "lp", "lr", "dp", "dr", "Lp", "Lr")}
+    keys = ("residual", "dz", "lp", "lr", "ll", "dp", "dr", "dl", "Lp", "Lr", "Ll")
+    out = {k: [] for k in keys}
     for a in alphas:
         za = fn(tree_axpy(a, delta, params), batch)
         dz = _flat(za) - z0f
@@ -189,21 +199,28 @@ def linearization_curve(
             jnp.where(den > 0, num / jnp.where(den > 0, den, 1), jnp.nan)
         )
         out["dz"].append(den)
+        zl = z0f + a * jdf
         logpa = jax.nn.log_softmax(_flat(za), axis=-1)
+        logpl = jax.nn.log_softmax(zl, axis=-1)
         out["lp"].append(a * dlogp_dir)
         out["lr"].append(logpa[rows, sampled] - logp0[rows, sampled])
+        out["ll"].append(logpl[rows, sampled] - logp0[rows, sampled])
+        zeros = jnp.zeros_like(den)
         if blogp is not None:
             out["dp"].append(a * ddiv_dir)
             out["dr"].append(_forward_kl(blogp, _flat(za)) - div0)
+            out["dl"].append(_forward_kl(blogp, zl) - div0)
         else:
-            out["dp"].append(jnp.zeros_like(den))
-            out["dr"].append(jnp.zeros_like(den))
+            out["dp"].append(zeros)
+            out["dr"].append(zeros)
+            out["dl"].append(zeros)
         if loss_fn is not None:
             out["Lp"].append(a * dloss_dir)
             out["Lr"].append(loss_fn(za.reshape(shape)) - loss0)
+            out["Ll"].append(loss_fn(zl.reshape(shape)) - loss0)
         else:
-            out["Lp"].append(jnp.nan)
-            out["Lr"].append(jnp.nan)
+            for k in ("Lp", "Lr", "Ll"):
+                out[k].append(jnp.nan)
     arr = {
         k: np.asarray(jnp.stack([jnp.asarray(x) for x in v])) for k, v in out.items()
     }
@@ -213,10 +230,13 @@ def linearization_curve(
         dz_norm=arr["dz"],
         logp_pred=arr["lp"],
         logp_real=arr["lr"],
+        logp_lin=arr["ll"],
         div_pred=arr["dp"],
         div_real=arr["dr"],
+        div_lin=arr["dl"],
         loss_pred=arr["Lp"],
         loss_real=arr["Lr"],
+        loss_lin=arr["Ll"],
         mask=np.asarray(mask),
     )
 
@@ -231,8 +251,10 @@ def summarize(curve: Linearization) -> dict:
 
     Per α: the median, mean and 90th percentile of ρ_t; the aggregate residual
     ‖Δz − αJΔθ‖/‖Δz‖ over all masked tokens together; for log π_k and D(μ‖π) the median
-    relative error of the first-order prediction and the share of tokens whose
-    predicted sign is the realized one; for the loss its relative error.
+    relative error of the first-order prediction (``*_relerr_median``) and of the
+    linearized-logits prediction (``*_lin_relerr_median``) and the share of tokens
+    whose first-order sign is the realized one; for the loss the same two relative
+    errors.
 
     Args:
         curve: from :func:`linearization_curve`.
@@ -261,13 +283,16 @@ def summarize(curve: Linearization) -> dict:
         "residual_aggregate": (num / den).tolist(),
         "logp_relerr_median": med_rel(curve.logp_pred, curve.logp_real).tolist(),
         "logp_sign_agreement": sign_agree(curve.logp_pred, curve.logp_real).tolist(),
+        "logp_lin_relerr_median": med_rel(curve.logp_lin, curve.logp_real).tolist(),
         "loss_relerr": _relative_error(curve.loss_pred, curve.loss_real).tolist(),
+        "loss_lin_relerr": _relative_error(curve.loss_lin, curve.loss_real).tolist(),
         "loss_pred": curve.loss_pred.tolist(),
         "loss_real": curve.loss_real.tolist(),
     }
     if np.any(curve.div_real[:, keep] != 0):
         out["div_relerr_median"] = med_rel(curve.div_pred, curve.div_real).tolist()
         out["div_sign_agreement"] = sign_agree(curve.div_pred, curve.div_real).tolist()
+        out["div_lin_relerr_median"] = med_rel(curve.div_lin, curve.div_real).tolist()
     return out
 
 

@@ -1,0 +1,326 @@
+r"""NTK-linearization residuals of real RL updates (LCO Assumption 4.2, measured).
+
+For every seed: fresh verifiable prompts and independent rollouts (bfloat16 engine),
+then for every loss and trainable subset a run of M minibatch steps against the fixed
+anchor (AdamW, survey betas, clip 1; LCO losses against the fixed target
+:math:`z^* = z_{old} + \hat A/\beta`). For the real update after 1 step and after M
+steps, :math:`\Delta\theta_m = \theta_m - \theta_0`, and for scaled updates
+:math:`\alpha\Delta\theta_m` on a log-spaced α grid, the per-token relative residual
+
+.. math::
+    \rho_t(\alpha) = \lVert z_t(\theta_0 + \alpha\Delta\theta_m) - z_t(\theta_0)
+    - \alpha (J\Delta\theta_m)_t\rVert / \lVert z_t(\theta_0+\alpha\Delta\theta_m)
+    - z_t(\theta_0)\rVert
+
+(one ``jax.jvp``, evaluated in float64) and the first-order prediction errors of
+Δlog π_k, ΔD(μ‖π) and Δloss; the α at which the median residual exceeds 10% and 50%.
+
+Run ``python -m experiments.linearization`` (SmolLM2-135M) or ``--tiny``. Outputs in
+``--out``: results.json (resumable), timings.json, report.md, PNG figures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+
+from experiments import _common
+
+LEVELS = (0.1, 0.5)
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """The experiment's settings (each is a ``--flag``; ``--tiny`` changes several).
+
+    ``losses`` and ``subsets`` are comma-separated; a subset is a number of trainable
+    last blocks or ``all`` (every block and the final norm; the tied embedding/head
+    stays frozen). ``rewards`` is ``task`` (the verifier's) or ``coin`` (a fair coin
+    per response drawn from the seed: a control for a model that solves nothing, as
+    the random tiny model).
+    """
+
+    model: str = "smollm2"
+    task: str = "capitals"
+    rewards: str = "task"
+    prompts: int = 4
+    samples: int = 4
+    new_tokens: int = 16
+    topk: int = 20
+    temperature: float = 1.0
+    seeds: int = 5
+    first_seed: int = 0
+    losses: str = "lco_mse,ppo"
+    subsets: str = "2,all"
+    optimizer: str = "adamw"
+    lr: float = 1e-5
+    minibatches: int = 4
+    epochs: int = 1
+    alpha_min: float = 1e-2
+    alpha_max: float = 1e3
+    alpha_count: int = 11
+    eval_sequences: int = 8
+    out: str = "reports/linearization"
+
+    @classmethod
+    def tiny(cls) -> Config:
+        """A tiny random model, two seeds (the tests run this)."""
+        return cls(
+            model="tiny",
+            task="addition",
+            rewards="coin",
+            new_tokens=6,
+            topk=5,
+            seeds=2,
+            lr=1e-3,
+            subsets="1,all",
+            alpha_count=6,
+            out="reports/linearization_tiny",
+        )
+
+
+def alphas(cfg: Config):
+    """The log-spaced α grid."""
+    import numpy as np
+
+    from theorycheck._errors import BadInput
+
+    if not (0 < cfg.alpha_min < cfg.alpha_max) or cfg.alpha_count < 2:
+        raise BadInput(
+            f"alpha grid [{cfg.alpha_min}, {cfg.alpha_max}] x {cfg.alpha_count} "
+            "needs 0 < alpha_min < alpha_max and alpha_count >= 2"
+        )
+    return np.logspace(
+        np.log10(cfg.alpha_min), np.log10(cfg.alpha_max), cfg.alpha_count
+    )
+
+
+def _names(text: str, what: str, valid=None) -> list[str]:
+    from theorycheck._errors import BadInput
+
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    bad = [n for n in names if valid is not None and n not in valid]
+    if not names or bad:
+        raise BadInput(f"{what} = {text!r}: bad entries {bad}")
+    return names
+
+
+def _blocks(subset: str, num_layers: int) -> int:
+    from theorycheck._errors import BadInput
+
+    if subset == "all":
+        return num_layers
+    if not subset.isdigit() or not 1 <= int(subset) <= num_layers:
+        raise BadInput(f"subset {subset!r} must be 'all' or 1..{num_layers}")
+    return int(subset)
+
+
+def run_unit(cfg: Config, model, rollouts, loss: str, subset: str, seed: int) -> dict:
+    """One (loss, subset, seed): train M steps, residual curves after 1 and M steps."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from theorycheck.models import count_params
+    from theorycheck.probes import (
+        TokenInputs,
+        crossing_alpha,
+        linearization_curve,
+        objective_fn,
+        run_steps,
+        summarize,
+        trainer_apply_fn,
+        trainer_view,
+        tree_axpy,
+        tree_norm,
+    )
+    from theorycheck.rl import TrainConfig, Trainer
+
+    blocks = _blocks(subset, model.config.num_layers)
+    # the trainer's setup (frozen trunk, anchor, optimizer); the objective is ours
+    tc = TrainConfig(
+        loss="ppo",
+        optimizer=cfg.optimizer,
+        lr=cfg.lr,
+        minibatches=cfg.minibatches,
+        epochs=cfg.epochs,
+        trainable_blocks=blocks,
+    )
+    big = blocks > 4 and model.config.vocab_size > 1000
+    train_dtype = jnp.float32 if big else jnp.float64
+    trainer = Trainer(model, rollouts, tc, seed=seed, dtype=train_dtype)
+    apply_fn = trainer_apply_fn(trainer.model_config, trainer.rows)
+    loss_fn = objective_fn(loss)
+    steps = [(e, rows) for e, _, rows in trainer.schedule()]
+    m_last = len(steps)
+    kept, losses = run_steps(
+        apply_fn,
+        loss_fn,
+        trainer.trainable0,
+        trainer.optimizer,
+        (trainer_view(trainer, rows) for _, rows in steps),
+        keep={1, m_last},
+    )
+    n_eval = min(cfg.eval_sequences, trainer.batch.sampled.shape[0])
+    view, targets = trainer_view(trainer, np.arange(n_eval), dtype=jnp.float64)
+    to64 = lambda t: jax.tree_util.tree_map(lambda a: a.astype(jnp.float64), t)
+    theta0 = trainer.trainable0
+    tokens = TokenInputs(
+        mask=targets.weight > 0,
+        sampled=targets.sampled,
+        behavior_logp=targets.behavior_logp,
+    )
+    grid = alphas(cfg)
+    out = {
+        "loss": loss,
+        "subset": subset,
+        "trainable_blocks": blocks,
+        "trainable_params": count_params(theta0),
+        "train_dtype": str(jnp.dtype(train_dtype)),
+        "eval_dtype": "float64",
+        "eval_sequences": n_eval,
+        "train_losses": losses,
+        "zero_advantage_groups": trainer.zero_groups,
+        "groups": trainer.groups,
+        "steps": {},
+    }
+    for m in sorted(kept):
+        delta = to64(tree_axpy(-1.0, theta0, kept.pop(m)))
+        curve = linearization_curve(
+            apply_fn,
+            to64(theta0),
+            delta,
+            view,
+            tokens,
+            alphas=grid,
+            loss_fn=lambda z: loss_fn(z, targets)[0],
+        )
+        s = summarize(curve)
+        s["update_norm"] = float(tree_norm(delta))
+        s["thresholds"] = {
+            stat: {str(level): crossing_alpha(grid, s[stat], level) for level in LEVELS}
+            for stat in ("residual_median", "residual_aggregate")
+        }
+        out["steps"][str(m)] = s
+    return out
+
+
+def main(argv=None) -> int:
+    """Runs the experiment; returns the exit code (2 on bad input)."""
+    from theorycheck._errors import BadInput
+
+    try:
+        cfg, args = _common.parse_config(
+            Config,
+            argv,
+            prog="python -m experiments.linearization",
+            description=__doc__.split("\n\n")[0],
+        )
+        return _run(cfg, fresh=args.fresh)
+    except BadInput as err:
+        print(f"linearization: error: {err}", file=sys.stderr)
+        return 2
+
+
+def _load(cfg: Config):
+    from theorycheck.models import load_model
+    from theorycheck.rl import tiny_model
+
+    return tiny_model() if cfg.model == "tiny" else load_model(cfg.model)
+
+
+def _rollouts(cfg: Config, model, seed: int):
+    return rollouts_for(cfg, model, seed)
+
+
+def rollouts_for(cfg, model, seed: int):
+    """Rollouts of one seed (bfloat16 engine); ``rewards = coin`` replaces the
+    verifier's rewards by fair coins drawn from the seed."""
+    import numpy as np
+
+    from theorycheck._errors import BadInput
+    from theorycheck.rl import collect, make_problems
+
+    if cfg.rewards not in ("task", "coin"):
+        raise BadInput(f"rewards = {cfg.rewards!r} must be 'task' or 'coin'")
+    problems = make_problems(cfg.task, cfg.prompts, seed=seed)
+    out = collect(
+        model,
+        problems,
+        samples=cfg.samples,
+        new_tokens=cfg.new_tokens,
+        topk=cfg.topk,
+        temperature=cfg.temperature,
+        seed=seed,
+    )
+    if cfg.rewards == "coin":
+        coin = np.random.default_rng(10_000 + seed).integers(0, 2, out.reward.shape)
+        out = out._replace(reward=coin.astype(out.reward.dtype))
+    return out
+
+
+def _run(cfg: Config, *, fresh: bool) -> int:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    from experiments import _linearization_report
+    from theorycheck._errors import BadInput
+    from theorycheck._progress import bar
+    from theorycheck.losses import LOSSES
+
+    losses = _names(cfg.losses, "losses", LOSSES)
+    subsets = _names(cfg.subsets, "subsets")
+    alphas(cfg)
+    if cfg.seeds < 1:
+        raise BadInput(f"seeds = {cfg.seeds} must be >= 1")
+    seeds = list(range(cfg.first_seed, cfg.first_seed + cfg.seeds))
+    store = _common.ResultStore(cfg.out, cfg, fresh=fresh)
+    model, rollouts = None, {}
+    units = [(s, sub, loss) for s in seeds for sub in subsets for loss in losses]
+    for seed, sub, loss in bar(units, desc="linearization", unit="unit"):
+        unit = f"{loss}/{sub}/seed{seed}"
+        if store.done(unit):
+            continue
+        t0 = time.perf_counter()
+        if model is None:
+            _common.log(f"loading {cfg.model}")
+            model = _load(cfg)
+        if seed not in rollouts:
+            rollouts.clear()
+            _common.log(f"seed {seed}: rollouts")
+            rollouts[seed] = _rollouts(cfg, model, seed)
+        _common.log(f"{unit}: training and residual curves")
+        result = run_unit(cfg, model, rollouts[seed], loss, sub, seed)
+        result["reward_mean"] = float(rollouts[seed].reward.mean())
+        store.save(unit, result, seconds=time.perf_counter() - t0)
+    summary = _linearization_report.summarize(store.data["units"], losses, subsets)
+    data = store.finish(
+        provenance=_common.provenance(cfg, seeds=seeds), summary=summary
+    )
+    _linearization_report.write(cfg.out, data, store.timings)
+    print(os.path.join(cfg.out, "report.md"))
+    return 0
+
+
+def section(out_dir: str, quick: bool) -> tuple[str, dict]:
+    """The reproduce section: ``(markdown, json)``; ``quick`` = the tiny model,
+    otherwise two seeds of the last-2-blocks runs on SmolLM2-135M."""
+    import json
+
+    cfg = Config.tiny() if quick else Config(seeds=2, subsets="2")
+    cfg = dataclasses.replace(cfg, out=os.path.join(out_dir, "linearization"))
+    argv = []
+    for f in dataclasses.fields(cfg):
+        argv += ["--" + f.name.replace("_", "-"), str(getattr(cfg, f.name))]
+    if main(argv) != 0:
+        raise RuntimeError("linearization failed")
+    with open(os.path.join(cfg.out, "results.json")) as fh:
+        data = json.load(fh)
+    with open(os.path.join(cfg.out, "report.md")) as fh:
+        return fh.read(), data
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
