@@ -43,7 +43,7 @@ class Config:
     """
 
     model: str = "smollm2"
-    task: str = "capitals"
+    task: str = "addition"
     rewards: str = "task"
     prompts: int = 4
     samples: int = 4
@@ -53,11 +53,11 @@ class Config:
     seeds: int = 5
     first_seed: int = 0
     losses: str = "lco_mse,ppo"
-    subsets: str = "2,all"
+    subsets: str = "2,8"
     optimizer: str = "adamw"
     lr: float = 1e-5
-    minibatches: int = 4
-    epochs: int = 1
+    minibatches: int = 2
+    epochs: int = 2
     alpha_min: float = 1e-2
     alpha_max: float = 1e3
     alpha_count: int = 11

@@ -1,0 +1,379 @@
+r"""Gradient-norm bounds, directionality and linear convergence on a real checkpoint.
+
+LCO (arXiv 2603.00963; text NOT FOUND, research notes §2.5: the forms below are
+DERIVED/INFERRED and are the spec):
+
+* **Prop. 4.7** (``bounds/*`` units): along an AdamW run of LCO-MSE and of PPO on the
+  same rollouts (fixed anchor, M minibatches × E epochs), per step: ‖∇_θL‖,
+  σ_max(J) of the minibatch's logit Jacobian by power iteration on JᵀJ (warm-started),
+  ‖∇_zL‖, the chain-rule bound σ_max‖∇_zL‖ and its tightness ‖∇_θL‖/(σ_max‖∇_zL‖),
+  the loss-based bound :math:`\sigma_{\max}\sqrt{\sum_t w_t^2\kappa\ell_t}` (LCO
+  forms), and gradient spikes (> 3 × the run's median).
+* **Props. 4.4, 4.8, 4.9** (``fixed/*`` units): LCO-MSE / LCO-LCH against a fixed
+  target :math:`z^* = z_{old} + \hat A/\beta` by full-batch gradient descent with
+  :math:`\eta = c/\lambda_{\max}`, :math:`\lambda_{\max} = \sigma_{\max}(J)^2 \max_t
+  w_t/V` (the Gauss-Newton curvature bound of both losses); the measured per-step
+  loss contraction of the real model vs the linearized model's (same η, J frozen at
+  θ_0), the worst-case rate the linearized analysis gives (1 − ηλ_min; λ_min(JJᵀ) = 0
+  when the logits outnumber the parameters), and Prop. 4.4's inner products
+  ⟨∇_θL, θ_k − θ*⟩ vs ⟨∇_zL, z_k − z*⟩ with θ* = the run's last iterate.
+
+Run ``python -m experiments.gradient_bounds`` (SmolLM2-135M) or ``--tiny``. Outputs in
+``--out``: results.json (resumable), timings.json, report.md, PNG figures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+
+from experiments import _common
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """The experiment's settings (each is a ``--flag``; ``--tiny`` changes several)."""
+
+    model: str = "smollm2"
+    task: str = "addition"
+    rewards: str = "task"
+    prompts: int = 4
+    samples: int = 4
+    new_tokens: int = 16
+    topk: int = 20
+    temperature: float = 1.0
+    seeds: int = 5
+    first_seed: int = 0
+    trainable_blocks: int = 2
+    losses: str = "lco_mse,ppo"
+    optimizer: str = "adamw"
+    lr: float = 1e-5
+    minibatches: int = 2
+    epochs: int = 4
+    power_iters_first: int = 20
+    power_iters: int = 4
+    fixed_losses: str = "lco_mse,lco_lch"
+    gd_steps: int = 12
+    gd_scale: float = 1.0
+    gd_sequences: int = 8
+    out: str = "reports/gradient_bounds"
+
+    @classmethod
+    def tiny(cls) -> Config:
+        """A tiny random model, two seeds (the tests run this)."""
+        return cls(
+            model="tiny",
+            task="addition",
+            rewards="coin",
+            new_tokens=6,
+            topk=5,
+            seeds=2,
+            trainable_blocks=1,
+            lr=1e-3,
+            epochs=2,
+            power_iters_first=10,
+            power_iters=3,
+            gd_steps=6,
+            out="reports/gradient_bounds_tiny",
+        )
+
+
+def _trainer(cfg: Config, model, rollouts, seed: int):
+    from theorycheck.rl import TrainConfig, Trainer
+
+    tc = TrainConfig(
+        loss="ppo",  # the trainer's setup only; the objective is objective_fn(loss)
+        optimizer=cfg.optimizer,
+        lr=cfg.lr,
+        minibatches=cfg.minibatches,
+        epochs=cfg.epochs,
+        trainable_blocks=cfg.trainable_blocks,
+    )
+    return Trainer(model, rollouts, tc, seed=seed)
+
+
+def bounds_unit(cfg: Config, model, rollouts, loss: str, seed: int) -> dict:
+    """Prop. 4.7 along an AdamW run of ``loss``: one record per optimizer step."""
+    import jax
+    import jax.numpy as jnp
+    import jax.random as jr
+    import numpy as np
+    import optax
+
+    from theorycheck._errors import BadInput
+    from theorycheck.probes import (
+        gradient_terms_fn,
+        kappa,
+        objective_fn,
+        power_iteration_fn,
+        spikes,
+        trainer_apply_fn,
+        trainer_view,
+    )
+
+    trainer = _trainer(cfg, model, rollouts, seed)
+    vocab = trainer.model_config.vocab_size
+    apply_fn = trainer_apply_fn(trainer.model_config, trainer.rows)
+    terms = gradient_terms_fn(apply_fn, objective_fn(loss))
+    first = power_iteration_fn(apply_fn, cfg.power_iters_first)
+    warm = power_iteration_fn(apply_fn, cfg.power_iters)
+    views = [trainer_view(trainer, rows) for rows in trainer.minibatch_rows]
+    try:
+        k = kappa(loss, vocab)
+    except BadInput:  # no loss-based bound for this rule (PPO and token rules)
+        k = None
+    theta = trainer.trainable0
+    state = trainer.optimizer.init(theta)
+    vectors: dict = {}
+    steps = []
+    for epoch, j, _ in trainer.schedule():
+        view, tg = views[j]
+        t = terms(theta, view, tg)
+        mask = tg.weight > 0
+        if j in vectors:
+            sigma, hist, vectors[j] = warm(theta, view, mask, vectors[j])
+        else:
+            leaves, tdef = jax.tree_util.tree_flatten(theta)
+            keys = jr.split(jr.key(1000 * seed + j), len(leaves))
+            v0 = jax.tree_util.tree_unflatten(
+                tdef, [jr.normal(q, x.shape, x.dtype) for q, x in zip(keys, leaves)]
+            )
+            sigma, hist, vectors[j] = first(theta, view, mask, v0)
+        sigma = float(sigma)
+        bound = sigma * float(t["logit_grad_norm"])
+        rec = {
+            "epoch": epoch,
+            "minibatch": j,
+            "loss": float(t["loss"]),
+            "grad_norm": float(t["grad_norm"]),
+            "logit_grad_norm": float(t["logit_grad_norm"]),
+            "sigma_max": sigma,
+            "sigma_rel_change": float(hist[-1] / hist[-2] - 1)
+            if len(hist) > 1
+            else None,
+            "bound": bound,
+            "tightness": float(t["grad_norm"]) / bound if bound > 0 else None,
+        }
+        if k is not None:
+            w2l = jnp.sum(tg.weight**2 * jnp.maximum(t["token_losses"], 0.0))
+            rec["loss_bound"] = sigma * float(jnp.sqrt(k * w2l))
+        steps.append(rec)
+        updates, state = trainer.optimizer.update(t["grad"], state, theta)
+        theta = optax.apply_updates(theta, updates)
+    norms = [s["grad_norm"] for s in steps]
+    return {
+        "loss": loss,
+        "kappa": k,
+        "steps": steps,
+        "spikes": spikes(norms),
+        "sigma_growth": steps[-1]["sigma_max"] / steps[0]["sigma_max"],
+        "tightness_mean": float(np.mean([s["tightness"] or np.nan for s in steps])),
+        "bound_violations": sum(
+            s["grad_norm"] > s["bound"] * (1 + 1e-6) for s in steps
+        ),
+        "loss_bound_violations": sum(
+            s["grad_norm"] > s.get("loss_bound", np.inf) * (1 + 1e-6) for s in steps
+        ),
+        "zero_advantage_groups": trainer.zero_groups,
+        "groups": trainer.groups,
+    }
+
+
+def fixed_unit(cfg: Config, model, rollouts, loss: str, seed: int) -> dict:
+    """Props. 4.4/4.8/4.9: GD on a fixed LCO target, real vs linearized model."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from theorycheck.models import count_params
+    from theorycheck.probes import (
+        contraction_rate,
+        directionality_fn,
+        linearized_descent,
+        objective_fn,
+        sigma_max,
+        trainer_apply_fn,
+        trainer_view,
+        tree_axpy,
+    )
+
+    trainer = _trainer(cfg, model, rollouts, seed)
+    vocab = trainer.model_config.vocab_size
+    apply_fn = trainer_apply_fn(trainer.model_config, trainer.rows)
+    loss_fn = objective_fn(loss)
+    n = min(cfg.gd_sequences, trainer.batch.sampled.shape[0])
+    view, tg = trainer_view(trainer, np.arange(n))
+    mask = tg.weight > 0
+    theta0 = trainer.trainable0
+    sig = sigma_max(
+        apply_fn, theta0, view, mask, iters=2 * cfg.power_iters_first, key=jr_key(seed)
+    )
+    lam_max = sig.value**2 * float(jnp.max(tg.weight)) / vocab
+    eta = cfg.gd_scale / lam_max
+
+    grad = jax.jit(
+        lambda th, v, t: jax.grad(lambda p: loss_fn(apply_fn(p, v), t)[0])(th)
+    )
+
+    def trajectory():
+        theta = theta0
+        for _ in range(cfg.gd_steps):
+            yield theta
+            theta = tree_axpy(-eta, grad(theta, view, tg), theta)
+        yield theta
+
+    real = []
+    for theta in trajectory():
+        real.append(float(loss_fn(apply_fn(theta, view), tg)[0]))
+    star = theta
+    lin = linearized_descent(
+        apply_fn, loss_fn, theta0, view, tg, eta=eta, steps=cfg.gd_steps
+    )
+    direction = directionality_fn(apply_fn, loss_fn)
+    inner = []
+    for k, theta in enumerate(trajectory()):
+        if k == cfg.gd_steps:
+            break
+        d = direction(theta, star, view, tg)
+        inner.append({key: float(v) for key, v in d.items()})
+    outputs = int(mask.sum()) * vocab
+    params = count_params(theta0)
+    eps = real[-1]  # L* = 0 (the target is exact in z): ε = L(θ*) − L*
+    pi = np.array([r["param_inner"] for r in inner])
+    li = np.array([r["logit_inner"] for r in inner])
+    gap = np.array([r["loss"] - r["loss_star"] for r in inner])
+    return {
+        "loss": loss,
+        "eta": eta,
+        "sigma_max": sig.value,
+        "sigma_rel_change": float(sig.history[-1] / sig.history[-2] - 1),
+        "lambda_max": lam_max,
+        "outputs": outputs,
+        "params": params,
+        "lambda_min_zero": outputs > params,
+        "worst_case_loss_rate": 1.0 if outputs > params else None,
+        "real_losses": real,
+        "linearized_losses": lin.tolist(),
+        "real_rate": contraction_rate(real),
+        "linearized_rate": contraction_rate(lin),
+        "epsilon": eps,
+        "inner": inner,
+        "param_inner_negative": int(np.sum(pi < 0)),
+        "logit_inner_negative": int(np.sum(li < 0)),
+        "needed_inequality_fails": int(np.sum(pi < gap)),
+        "within_epsilon_slack": int(np.sum((pi < 0) & (pi >= -eps))),
+        "assumption_error_rel": float(
+            np.median(np.abs(pi - li) / np.maximum(np.abs(li), 1e-300))
+        ),
+        "zero_advantage_groups": trainer.zero_groups,
+    }
+
+
+def jr_key(seed: int):
+    """The PRNG key of the power iteration's random start."""
+    import jax.random as jr
+
+    return jr.key(7919 + seed)
+
+
+def main(argv=None) -> int:
+    """Runs the experiment; returns the exit code (2 on bad input)."""
+    from theorycheck._errors import BadInput
+
+    try:
+        cfg, args = _common.parse_config(
+            Config,
+            argv,
+            prog="python -m experiments.gradient_bounds",
+            description=__doc__.split("\n\n")[0],
+        )
+        return _run(cfg, fresh=args.fresh)
+    except BadInput as err:
+        print(f"gradient_bounds: error: {err}", file=sys.stderr)
+        return 2
+
+
+def _check(cfg: Config) -> tuple[list[str], list[str]]:
+    from theorycheck._errors import BadInput
+    from theorycheck.losses import LOSSES
+
+    def names(text, what):
+        out = [n.strip() for n in text.split(",") if n.strip()]
+        bad = [n for n in out if n not in LOSSES]
+        if bad:
+            raise BadInput(f"{what}: unknown loss(es) {bad}")
+        return out
+
+    fixed = names(cfg.fixed_losses, "fixed_losses")
+    bad = [n for n in fixed if n not in ("lco_mse", "lco_lch")]
+    if bad:
+        raise BadInput(f"fixed_losses {bad}: only lco_mse and lco_lch (Props 4.8/4.9)")
+    if cfg.seeds < 1 or cfg.gd_steps < 1 or cfg.power_iters < 2:
+        raise BadInput("seeds, gd_steps must be >= 1 and power_iters >= 2")
+    if cfg.gd_scale <= 0:
+        raise BadInput(f"gd_scale = {cfg.gd_scale} must be > 0")
+    return names(cfg.losses, "losses"), fixed
+
+
+def _run(cfg: Config, *, fresh: bool) -> int:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    from experiments import _gradient_report
+    from experiments.linearization import _load, rollouts_for
+    from theorycheck._progress import bar
+
+    losses, fixed = _check(cfg)
+    seeds = list(range(cfg.first_seed, cfg.first_seed + cfg.seeds))
+    store = _common.ResultStore(cfg.out, cfg, fresh=fresh)
+    units = [(s, "bounds", n) for s in seeds for n in losses]
+    units += [(s, "fixed", n) for s in seeds for n in fixed]
+    model, rollouts = None, {}
+    for seed, kind, name in bar(units, desc="gradient bounds", unit="unit"):
+        unit = f"{kind}/{name}/seed{seed}"
+        if store.done(unit):
+            continue
+        t0 = time.perf_counter()
+        if model is None:
+            _common.log(f"loading {cfg.model}")
+            model = _load(cfg)
+        if seed not in rollouts:
+            rollouts.clear()
+            _common.log(f"seed {seed}: rollouts")
+            rollouts[seed] = rollouts_for(cfg, model, seed)
+        _common.log(unit)
+        run = bounds_unit if kind == "bounds" else fixed_unit
+        result = run(cfg, model, rollouts[seed], name, seed)
+        result["reward_mean"] = float(rollouts[seed].reward.mean())
+        store.save(unit, result, seconds=time.perf_counter() - t0)
+    summary = _gradient_report.summarize(store.data["units"], losses, fixed)
+    data = store.finish(
+        provenance=_common.provenance(cfg, seeds=seeds), summary=summary
+    )
+    _gradient_report.write(cfg.out, data, store.timings)
+    print(os.path.join(cfg.out, "report.md"))
+    return 0
+
+
+def section(out_dir: str, quick: bool) -> tuple[str, dict]:
+    """The reproduce section: ``(markdown, json)``; ``quick`` = the tiny model,
+    otherwise two seeds on SmolLM2-135M."""
+    import json
+
+    cfg = Config.tiny() if quick else Config(seeds=2)
+    cfg = dataclasses.replace(cfg, out=os.path.join(out_dir, "gradient_bounds"))
+    argv = []
+    for f in dataclasses.fields(cfg):
+        argv += ["--" + f.name.replace("_", "-"), str(getattr(cfg, f.name))]
+    if main(argv) != 0:
+        raise RuntimeError("gradient_bounds failed")
+    with open(os.path.join(cfg.out, "results.json")) as fh:
+        data = json.load(fh)
+    with open(os.path.join(cfg.out, "report.md")) as fh:
+        return fh.read(), data
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
