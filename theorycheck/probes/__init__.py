@@ -90,4 +90,5 @@ __all__ = [
     "tree_dot",
     "tree_norm",
     "unsafe_keep",
+    "value_and_grad",
 ]

@@ -25,6 +25,7 @@ for :math:`L = \sum_t w_t \ell_t`
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -91,6 +92,7 @@ class SigmaMax(NamedTuple):
     vector: object
 
 
+@functools.lru_cache(maxsize=32)
 def power_iteration_fn(apply_fn: ApplyFn, iters: int) -> Callable:
     r"""A jitted ``(params, batch, mask, v0) -> (sigma, history, v)`` (power iteration).
 
@@ -167,6 +169,7 @@ def sigma_max(
     return SigmaMax(float(s), np.asarray(hist), v)
 
 
+@functools.lru_cache(maxsize=32)
 def gradient_terms_fn(apply_fn: ApplyFn, loss_fn: Callable) -> Callable:
     r"""A jitted ``(params, batch, inputs) -> dict`` of the chain-rule terms.
 
@@ -199,6 +202,7 @@ def gradient_terms_fn(apply_fn: ApplyFn, loss_fn: Callable) -> Callable:
     return jax.jit(run)
 
 
+@functools.lru_cache(maxsize=32)
 def directionality_fn(apply_fn: ApplyFn, loss_fn: Callable) -> Callable:
     r"""A jitted ``(params, params_star, batch, inputs) -> dict`` for LCO Prop. 4.4.
 
@@ -245,6 +249,18 @@ def directionality_fn(apply_fn: ApplyFn, loss_fn: Callable) -> Callable:
     return jax.jit(run)
 
 
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _lin_step(apply_fn, loss_fn, delta, params0, batch, inputs, eta):
+    f = lambda p: apply_fn(p, batch)
+    z0, jd = jax.jvp(f, (params0,), (delta,))
+    (loss, _), gz = jax.value_and_grad(lambda zz: loss_fn(zz, inputs), has_aux=True)(
+        z0 + jd
+    )
+    _, vjp = jax.vjp(f, params0)
+    (g,) = vjp(gz)
+    return tree_axpy(-eta, g, delta), loss
+
+
 def linearized_descent(
     apply_fn: ApplyFn, loss_fn: Callable, params0, batch, inputs, *, eta, steps
 ) -> np.ndarray:
@@ -270,21 +286,10 @@ def linearized_descent(
         ``[steps + 1]`` losses ℓ(z^lin_j), j = 0..steps.
     """
 
-    @jax.jit
-    def step(delta, params0, batch, inputs):
-        f = lambda p: apply_fn(p, batch)
-        z0, jd = jax.jvp(f, (params0,), (delta,))
-        (loss, _), gz = jax.value_and_grad(
-            lambda zz: loss_fn(zz, inputs), has_aux=True
-        )(z0 + jd)
-        _, vjp = jax.vjp(f, params0)
-        (g,) = vjp(gz)
-        return tree_axpy(-eta, g, delta), loss
-
     delta = jax.tree_util.tree_map(jnp.zeros_like, params0)
     losses = []
     for _ in range(steps + 1):
-        delta, loss = step(delta, params0, batch, inputs)
+        delta, loss = _lin_step(apply_fn, loss_fn, delta, params0, batch, inputs, eta)
         losses.append(float(loss))
     return np.asarray(losses)
 

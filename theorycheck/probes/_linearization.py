@@ -25,6 +25,7 @@ sampled token's log-probability (:math:`\nabla_z\log\pi_k = e_k - \pi`), the for
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -106,6 +107,16 @@ class Linearization(NamedTuple):
     mask: np.ndarray
 
 
+@functools.partial(jax.jit, static_argnums=0)
+def _jvp(apply_fn, params, delta, batch):
+    return jax.jvp(lambda q: apply_fn(q, batch), (params,), (delta,))
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _apply(apply_fn, params, batch):
+    return apply_fn(params, batch)
+
+
 def _flat(z: Array) -> Array:
     return z.reshape(-1, z.shape[-1])
 
@@ -162,10 +173,7 @@ def linearization_curve(
     alphas = np.asarray(alphas, dtype=float)
     if alphas.ndim != 1 or alphas.size == 0 or not np.all(alphas > 0):
         raise BadInput(f"alphas = {alphas.tolist()} must be a non-empty list of α > 0")
-    fn = jax.jit(apply_fn)
-    z0, jd = jax.jit(lambda p, d, b: jax.jvp(lambda q: apply_fn(q, b), (p,), (d,)))(
-        params, delta, batch
-    )
+    z0, jd = _jvp(apply_fn, params, delta, batch)
     shape = z0.shape
     z0f, jdf = _flat(z0), _flat(jd)
     mask = jnp.asarray(tokens.mask).reshape(-1)
@@ -191,7 +199,7 @@ def linearization_curve(
     keys = ("residual", "dz", "lp", "lr", "ll", "dp", "dr", "dl", "Lp", "Lr", "Ll")
     out = {k: [] for k in keys}
     for a in alphas:
-        za = fn(tree_axpy(a, delta, params), batch)
+        za = _apply(apply_fn, tree_axpy(a, delta, params), batch)
         dz = _flat(za) - z0f
         num = jnp.linalg.norm(dz - a * jdf, axis=-1)
         den = jnp.linalg.norm(dz, axis=-1)

@@ -59,8 +59,13 @@ class Targets(NamedTuple):
     old_logits: jax.Array
 
 
+@functools.lru_cache(maxsize=16)
 def trainer_apply_fn(config, rows):
-    """``apply_fn(trainable, view) -> logits [b, N, V]`` of the response rows."""
+    """``apply_fn(trainable, view) -> logits [b, N, V]`` of the response rows.
+
+    Cached: the same (config, rows) gives the same function object, so jitted probes
+    keyed on it compile once per shape.
+    """
 
     def apply_fn(trainable, view: View):
         return logits_from_hidden(
@@ -113,8 +118,11 @@ def trainer_view(trainer, rows=None, dtype=None) -> tuple[View, Targets]:
     return view, targets
 
 
+@functools.lru_cache(maxsize=32)
 def objective_fn(loss: str, loss_params: tuple = ()):
     """``loss_fn(logits, targets) -> (L, token_losses)`` of a registered rule.
+
+    Cached per (loss, loss_params), like :func:`trainer_apply_fn`.
 
     Args:
         loss: a name in ``theorycheck.losses.LOSSES`` (token rules, ``sft`` and the
@@ -148,7 +156,8 @@ def objective_fn(loss: str, loss_params: tuple = ()):
 
 
 @functools.partial(jax.jit, static_argnames=("apply_fn", "loss_fn"))
-def _value_and_grad(trainable, view, targets, apply_fn, loss_fn):
+def value_and_grad(trainable, view, targets, apply_fn, loss_fn):
+    """``(L, ∇_θL)`` of ``loss_fn(apply_fn(trainable, view), targets)`` (jitted)."""
     return jax.value_and_grad(lambda p: loss_fn(apply_fn(p, view), targets)[0])(
         trainable
     )
@@ -179,7 +188,7 @@ def run_steps(
     state = optimizer.init(trainable)
     kept, losses = {}, []
     for m, (view, targets) in enumerate(minibatches, start=1):
-        loss, grads = _value_and_grad(trainable, view, targets, apply_fn, loss_fn)
+        loss, grads = value_and_grad(trainable, view, targets, apply_fn, loss_fn)
         updates, state = optimizer.update(grads, state, trainable)
         trainable = optax.apply_updates(trainable, updates)
         if m in keep:
