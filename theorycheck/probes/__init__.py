@@ -11,7 +11,7 @@ unsafe-keep tables and a failure decomposition; ``coupled_mask`` and
 
 from theorycheck.probes._analysis import PREDICTORS, analyze_probe
 from theorycheck.probes._mask import RULES, coupled_mask, coupled_update
-from theorycheck.probes._metrics import mean_se, sign_metrics, unsafe_keep
+from theorycheck.probes._metrics import TOL, mean_se, sign_metrics, signs, unsafe_keep
 from theorycheck.probes._probe import ESTIMATORS, MASKS, run_probe
 from theorycheck.probes._taylor import divergences, kl_rows, predict_change, taylor_fn
 
@@ -20,6 +20,7 @@ __all__ = [
     "MASKS",
     "PREDICTORS",
     "RULES",
+    "TOL",
     "analyze_probe",
     "coupled_mask",
     "coupled_update",
@@ -29,6 +30,7 @@ __all__ = [
     "predict_change",
     "run_probe",
     "sign_metrics",
+    "signs",
     "taylor_fn",
     "unsafe_keep",
 ]
