@@ -23,6 +23,19 @@ import time
 
 from experiments import _common
 
+#: the default grid (what fits 30 minutes on a shared 2-core CPU with 5 seeds) and the
+#: one-setting-at-a-time sweep around it (``--grid sweep``).
+DEFAULT_GRID = ("base", "epochs_2", "no_mismatch")
+SWEEP_GRID = (
+    "lr_x0.1",
+    "lr_x10",
+    "minibatches_2",
+    "minibatches_8",
+    "blocks_1",
+    "blocks_4",
+    "adam_no_momentum",
+    "sgd",
+)
 VARIANT_NAMES = (
     "base",
     "lr_x0.1",
@@ -42,15 +55,18 @@ VARIANT_NAMES = (
 class Config:
     """The experiment's settings (each is a ``--flag``; ``--tiny`` changes several).
 
-    ``grid`` is ``"default"`` (every variant) or a comma-separated subset of
-    :data:`VARIANT_NAMES`; each variant changes one setting of the base run.
+    ``grid`` is ``"default"`` (:data:`DEFAULT_GRID`), ``"sweep"``
+    (:data:`SWEEP_GRID`), ``"all"`` or a comma-separated subset of
+    :data:`VARIANT_NAMES`; each variant changes one setting of the base run. ``masks``
+    names the variants whose steps also evaluate the three masks' own updates
+    (comma-separated, ``"all"`` or ``"none"``).
     """
 
     model: str = "smollm2"
     task: str = "countdown"
-    prompts: int = 4
-    samples: int = 4
-    new_tokens: int = 16
+    prompts: int = 2
+    samples: int = 8
+    new_tokens: int = 8
     topk: int = 20
     temperature: float = 1.0
     seeds: int = 5
@@ -65,7 +81,7 @@ class Config:
     trainable_blocks: int = 2
     mismatch: bool = True
     delta: float = 0.0
-    masks: bool = True
+    masks: str = "base"
     grid: str = "default"
     devices: int = 1
     out: str = "reports/sign_agreement"
@@ -76,12 +92,15 @@ class Config:
         return cls(
             model="tiny",
             task="addition",
+            prompts=4,
+            samples=4,
             new_tokens=6,
             topk=5,
             seeds=2,
             lr=1e-3,
             sgd_lr=0.3,
             grid="base,epochs_2,sgd,no_mismatch",
+            masks="base,epochs_2",
             out="reports/sign_agreement_tiny",
         )
 
@@ -101,13 +120,27 @@ def variants(cfg: Config) -> dict[str, dict]:
         "sgd": {"optimizer": "sgd", "lr": cfg.sgd_lr},
         "no_mismatch": {"mismatch": False},
     }
-    names = VARIANT_NAMES if cfg.grid == "default" else cfg.grid.split(",")
     from theorycheck._errors import BadInput
 
+    named = {"default": DEFAULT_GRID, "sweep": SWEEP_GRID, "all": VARIANT_NAMES}
+    names = named.get(cfg.grid) or tuple(cfg.grid.split(","))
     unknown = [n for n in names if n not in table]
     if unknown:
         raise BadInput(f"unknown variant(s) {unknown}; valid: {', '.join(table)}")
+    masks = named.get(cfg.masks) or (
+        () if cfg.masks == "none" else cfg.masks.split(",")
+    )
+    unknown = [n for n in masks if n not in table]
+    if unknown:
+        raise BadInput(f"unknown mask variant(s) {unknown}; valid: {', '.join(table)}")
     return {n: table[n] for n in names}
+
+
+def mask_variants(cfg: Config) -> set[str]:
+    """The variants whose steps evaluate the masks."""
+    if cfg.masks == "all":
+        return set(VARIANT_NAMES)
+    return set() if cfg.masks == "none" else set(cfg.masks.split(","))
 
 
 def train_config(cfg: Config, overrides: dict):
@@ -150,14 +183,16 @@ def _rollouts(cfg: Config, model, seed: int, engine: str):
     )
 
 
-def run_unit(cfg: Config, model, rollouts, overrides: dict, seed: int, sharding):
+def run_unit(
+    cfg: Config, model, rollouts, overrides: dict, seed: int, sharding, masks: bool
+):
     """One (variant, seed): train with the probe; the analysis as a JSON-ready dict."""
     from theorycheck.probes import analyze_probe, run_probe
     from theorycheck.rl import Trainer
 
     tc = train_config(cfg, overrides)
     trainer = Trainer(model, rollouts, tc, seed=seed, sharding=sharding)
-    probe = run_probe(trainer, topk=cfg.topk, delta=cfg.delta, masks=cfg.masks)
+    probe = run_probe(trainer, topk=cfg.topk, delta=cfg.delta, masks=masks)
     out = analyze_probe(probe, delta=cfg.delta)
     out["rollouts"] = {
         "reward_mean": float(rollouts.reward.mean()),
@@ -220,7 +255,15 @@ def _run(cfg: Config, *, fresh: bool) -> int:
             _common.log(f"seed {seed}: rollouts ({engine} engine)")
             cache[(seed, engine)] = _rollouts(cfg, model, seed, engine)
         _common.log(f"{unit}: training with the probe")
-        result = run_unit(cfg, model, cache[(seed, engine)], grid[name], seed, sharding)
+        result = run_unit(
+            cfg,
+            model,
+            cache[(seed, engine)],
+            grid[name],
+            seed,
+            sharding,
+            name in mask_variants(cfg),
+        )
         store.save(unit, result, seconds=time.perf_counter() - t0)
     summary = _sign_report.summarize(store.data["units"], list(grid), seeds)
     data = store.finish(
