@@ -39,7 +39,7 @@ from theorycheck.probes._linearization import (
     tree_norm,
 )
 from theorycheck.probes._mask import RULES, coupled_mask, coupled_update
-from theorycheck.probes._metrics import mean_se, sign_metrics, unsafe_keep
+from theorycheck.probes._metrics import TOL, mean_se, sign_metrics, signs, unsafe_keep
 from theorycheck.probes._objective import (
     Targets,
     View,
@@ -56,6 +56,7 @@ __all__ = [
     "MASKS",
     "PREDICTORS",
     "RULES",
+    "TOL",
     "Linearization",
     "SigmaMax",
     "Targets",
@@ -81,6 +82,7 @@ __all__ = [
     "run_steps",
     "sigma_max",
     "sign_metrics",
+    "signs",
     "spikes",
     "summarize",
     "taylor_fn",

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from theorycheck.probes._metrics import sign_metrics, unsafe_keep
+from theorycheck.probes._metrics import sign_metrics, signs, unsafe_keep
 from theorycheck.probes._probe import ESTIMATORS, MASKS
 
 PREDICTORS = (
@@ -76,13 +76,13 @@ def _others(rec):
 
 
 def _agree(a, b) -> float | None:
-    a, b = np.sign(a), np.sign(b)
+    a, b = signs(a), signs(b)
     both = (a != 0) & (b != 0)
     return float(np.mean(a[both] == b[both])) if both.any() else None
 
 
 def _median_rel(pred, real) -> float | None:
-    live = real != 0
+    live = signs(real) != 0
     if not live.any():
         return None
     return float(np.median(np.abs(pred[live] - real[live]) / np.abs(real[live])))
@@ -106,7 +106,7 @@ def _mask_table(probe, delta) -> dict:
             kept = live & keep
             kept_after.append(branch["d_after"][kept])
             kept_change.append(change[kept])
-            unsafe.append(change[kept & (d0 > delta)] > 0)
+            unsafe.append(signs(change[kept & (d0 > delta)]) > 0)
         after, change = np.concatenate(kept_after), np.concatenate(kept_change)
         unsafe = np.concatenate(unsafe)
         out[name] = {

@@ -23,13 +23,29 @@ from __future__ import annotations
 
 import numpy as np
 
+#: |value| below this is float64 rounding noise and counts as 0 (abstain / no change):
+#: exactly on-policy, Ḋ and the coupled prediction are sums that cancel to ~1e-17.
+TOL = 1e-12
 
-def sign_metrics(predicted, realized) -> dict:
+
+def signs(x, tol: float = TOL) -> np.ndarray:
+    """``sign(x)`` with ``|x| <= tol`` mapped to 0.
+
+    Examples:
+        >>> signs([1e-17, -2e-3, 0.5]).tolist()
+        [0.0, -1.0, 1.0]
+    """
+    x = np.asarray(x, np.float64)
+    return np.where(np.abs(x) <= tol, 0.0, np.sign(x))
+
+
+def sign_metrics(predicted, realized, *, tol: float = TOL) -> dict:
     """Coverage, base rate, agreement, balanced accuracy, precision of decrease.
 
     Args:
-        predicted: ``[n]`` predicted ΔD (or its sign); 0 = abstain.
-        realized: ``[n]`` realized ΔD; exact zeros are left out.
+        predicted: ``[n]`` predicted ΔD (or its sign); 0 (``|x| <= tol``) = abstain.
+        realized: ``[n]`` realized ΔD; zeros (``|x| <= tol``) are left out.
+        tol: the rounding-noise level (:data:`TOL`).
 
     Returns:
         A dict of floats (None where a rate has no tokens) and token counts.
@@ -39,8 +55,8 @@ def sign_metrics(predicted, realized) -> dict:
         >>> m["agreement"], m["balanced_accuracy"], m["precision_decrease"]
         (0.6666666666666666, 0.75, 1.0)
     """
-    pred = np.sign(np.asarray(predicted, np.float64))
-    real = np.sign(np.asarray(realized, np.float64))
+    pred = signs(predicted, tol)
+    real = signs(realized, tol)
     live = real != 0
     pred, real = pred[live], real[live]
     made = pred != 0
@@ -94,18 +110,18 @@ def unsafe_keep(
     real = np.asarray(realized, np.float64)
     outside = d > delta
     clips = {
-        "ratio": np.asarray(ratio_direction) > 0,
-        "ddot": np.asarray(ddot_direction) > 0,
+        "ratio": signs(ratio_direction) > 0,
+        "ddot": signs(ddot_direction) > 0,
     }
     for name, pred in (extra or {}).items():
-        clips[name] = np.asarray(pred) > 0
+        clips[name] = signs(pred) > 0
     disagree = outside & (clips["ratio"] != clips["ddot"])
     out = {"outside": int(outside.sum()), "disagreement": int(disagree.sum())}
     for name, clip in clips.items():
         kept = disagree & ~clip
         out[name] = {
             "kept": int(kept.sum()),
-            "unsafe_keep": _rate((real[kept] > 0).sum(), kept.sum()),
+            "unsafe_keep": _rate((signs(real[kept]) > 0).sum(), kept.sum()),
         }
     return out
 

@@ -16,9 +16,11 @@ the trajectory follows the unmasked update).
 from __future__ import annotations
 
 import numpy as np
+import optax
 
 from theorycheck.numeric import MaskConfig, token_stats
 from theorycheck.probes._mask import coupled_mask
+from theorycheck.probes._metrics import signs
 from theorycheck.probes._taylor import divergences, predict_change
 
 ESTIMATORS = ("full", "topk_aggregated", "topk_uniform", "topk_proportional")
@@ -33,8 +35,8 @@ def _mask_branches(trainer, trainable, opt_state, rows, rec, delta, d_after_none
     live = adv != 0
     clips = {
         "none": np.zeros_like(live),
-        "ratio": outside & (adv * (rec["ratio"] - 1) > 0),
-        "predictive": outside & (adv * rec["ddot_full"] > 0),
+        "ratio": outside & (signs(adv * (rec["ratio"] - 1)) > 0),
+        "predictive": outside & (signs(adv * rec["ddot_full"]) > 0),
     }
     keeps = {k: np.where(v & live, 0.0, 1.0) for k, v in clips.items()}
     keeps["coupled"] = coupled_mask(d0, rec["ntk2"], adv, delta=delta)
@@ -61,7 +63,8 @@ def run_probe(trainer, *, topk: int = 20, delta: float = 0.0, masks: bool = True
         masks: also evaluate the three masks' own updates at every step.
 
     Returns:
-        ``{"steps": [record, ...], "trajectory": [E·M + 1, B, N] D after each step}``;
+        ``{"steps": [record, ...], "trajectory": [E·M + 1, B, N] D after each step,
+        "update_norms": [E·M] global norms of the updates}``;
         a record holds the step's ``epoch``, ``step``, ``rows`` and ``[B, N]`` arrays
         ``d0, ntk1, ntk2, ratio, ddot_<estimator>, adv``, ``in_minibatch``, plus
         ``masks`` (minibatch rows only) when asked.
@@ -73,11 +76,12 @@ def run_probe(trainer, *, topk: int = 20, delta: float = 0.0, masks: bool = True
     trainable = trainer.trainable0
     opt_state = trainer.optimizer.init(trainable)
     trajectory = [divergences(trainer, trainable)]
-    steps = []
+    steps, norms = [], []
     for epoch, step, rows in trainer.schedule():
         _, grads = trainer.loss_and_grad(trainable, rows)
         new, new_state, delta_theta = trainer.update(trainable, opt_state, grads)
         d0, first, second = predict_change(trainer, trainable, delta_theta)
+        norms.append(float(optax.tree.norm(delta_theta)))
         stats = token_stats(
             blogp,
             np.asarray(trainer.logits(trainable)),
@@ -112,4 +116,8 @@ def run_probe(trainer, *, topk: int = 20, delta: float = 0.0, masks: bool = True
         steps.append(rec)
         trajectory.append(after)
         trainable, opt_state = new, new_state
-    return {"steps": steps, "trajectory": np.stack(trajectory)}
+    return {
+        "steps": steps,
+        "trajectory": np.stack(trajectory),
+        "update_norms": norms,
+    }

@@ -101,7 +101,7 @@ def trainer_taylor(
     return taylor_fn(d_fn)(trainable, delta)
 
 
-def predict_change(trainer, trainable, delta, rows=None, *, chunk: int = 4):
+def predict_change(trainer, trainable, delta, rows=None, *, chunk: int | None = None):
     """``(D, first, second)`` ``[b, N]`` numpy arrays for ``rows`` of the trainer batch.
 
     ``first`` = :math:`g'(0)`, ``second`` = :math:`g''(0)`; the second-order
@@ -114,7 +114,7 @@ def predict_change(trainer, trainable, delta, rows=None, *, chunk: int = 4):
         trainable: parameters θ.
         delta: the update Δθ (same pytree).
         rows: row indices (None = every row).
-        chunk: sequences per call (None or ≥ b: one call).
+        chunk: sequences per call (None: ``trainer.chunk``; ≥ b: one call).
 
     Returns:
         Three ``[b, N]`` float64 numpy arrays.
@@ -123,6 +123,7 @@ def predict_change(trainer, trainable, delta, rows=None, *, chunk: int = 4):
 
     batch = trainer.batch
     idx = np.arange(batch.sampled.shape[0]) if rows is None else np.asarray(rows)
+    chunk = trainer.chunk if chunk is None else chunk
     chunk = len(idx) if not chunk or chunk >= len(idx) else chunk
     outs = []
     for s in range(0, len(idx), chunk):
@@ -150,14 +151,14 @@ def _trainer_kl(trainable, head_params, behavior_logp, hidden, mask, config, row
     return kl_rows(behavior_logp, z)
 
 
-def divergences(trainer, trainable, rows=None, *, chunk: int = 4):
+def divergences(trainer, trainable, rows=None, *, chunk: int | None = None):
     """``[b, N]`` per-token KL(μ‖π_θ) (float64 numpy) for ``rows`` of the batch.
 
     Args:
         trainer: a :class:`theorycheck.rl.Trainer`.
         trainable: parameters θ.
         rows: row indices (None = every row).
-        chunk: sequences per call.
+        chunk: sequences per call (None: ``trainer.chunk``).
 
     Returns:
         ``[b, N]`` divergences.
@@ -166,6 +167,7 @@ def divergences(trainer, trainable, rows=None, *, chunk: int = 4):
 
     batch = trainer.batch
     idx = np.arange(batch.sampled.shape[0]) if rows is None else np.asarray(rows)
+    chunk = trainer.chunk if chunk is None else chunk
     chunk = len(idx) if not chunk or chunk >= len(idx) else chunk
     return np.concatenate(
         [

@@ -61,9 +61,12 @@ class Rollouts(NamedTuple):
         return ids, mask
 
 
-def left_pad(seqs: list[list[int]], pad: int) -> tuple[np.ndarray, np.ndarray]:
-    """Left-pads token lists to one width; returns ``(ids, mask)``."""
-    width = max(len(s) for s in seqs)
+def left_pad(
+    seqs: list[list[int]], pad: int, multiple: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
+    """Left-pads token lists to one width (rounded up to ``multiple``, so that
+    batches of similar prompts share one compiled shape); returns ``(ids, mask)``."""
+    width = -(-max(len(s) for s in seqs) // multiple) * multiple
     ids = np.full((len(seqs), width), pad, np.int32)
     mask = np.zeros((len(seqs), width), np.int32)
     for i, s in enumerate(seqs):
@@ -113,7 +116,7 @@ def collect(
     cfg, params, tok = model
     prompts = [tok.encode(p.prompt).ids for p in problems for _ in range(samples)]
     group = np.repeat(np.arange(len(problems)), samples)
-    ids, mask = left_pad(prompts, pad=0)
+    ids, mask = left_pad(prompts, pad=0, multiple=16)
     engine = cast_params(params, jnp.dtype(engine_dtype))
     gen = generate(
         engine,

@@ -205,6 +205,8 @@ class Trainer:
         dtype: dtype of the trainable top (float64 by default).
         sharding: a ``jax.sharding.Sharding`` for the row axis (data parallel) or
             None; the batch arrays are placed with it, weights are replicated.
+        chunk: sequences per call of the whole-batch probes (memory); None = the
+            whole batch at once (the default with a ``sharding``).
     """
 
     def __init__(
@@ -216,6 +218,7 @@ class Trainer:
         seed: int,
         dtype=jnp.float64,
         sharding=None,
+        chunk: int | None = 4,
     ):
         cfg, params, _ = model
         if rollouts.behavior_logp is None:
@@ -225,6 +228,7 @@ class Trainer:
         if b % m:
             raise BadInput(f"{b} sequences do not split into minibatches = {m}")
         self.config, self.model_config = config, cfg
+        self.chunk = None if sharding is not None else chunk
         trainable, frozen = split_params(
             params, cfg, config.trainable_blocks, train_head=config.train_head
         )
