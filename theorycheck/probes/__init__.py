@@ -47,6 +47,7 @@ from theorycheck.probes._objective import (
     run_steps,
     trainer_apply_fn,
     trainer_view,
+    value_and_grad,
 )
 from theorycheck.probes._probe import ESTIMATORS, MASKS, run_probe
 from theorycheck.probes._taylor import divergences, kl_rows, predict_change, taylor_fn
