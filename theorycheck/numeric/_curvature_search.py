@@ -43,7 +43,7 @@ from theorycheck.numeric._curvature_frozen import frozen_loss_fn, second_differe
 from theorycheck.numeric._hessian import (
     DENSE_MAX_VOCAB,
     bind_loss,
-    check_sampled,
+    sampled_index,
     split_inputs,
 )
 from theorycheck.numeric._lanczos import lanczos_smallest
@@ -225,7 +225,7 @@ def verify_curvature(
     with jax.enable_x64(True):
         z = jnp.asarray(logits, jnp.float64)
         x = jnp.asarray(direction, jnp.float64)
-        k = check_sampled(sampled, z.shape[0])
+        k = sampled_index(sampled, z.shape[0])
         k_static, static, dynamic = split_inputs(inputs or {}, loss, z, k)
         return _verify(loss, k_static, static, dynamic, z, x)
 
@@ -280,7 +280,7 @@ def search_negative_curvature(
     size = int(vocab)
     if size < 2:
         raise BadInput(f"vocab = {vocab!r} must be >= 2")
-    k = check_sampled(sampled, size)
+    k = sampled_index(sampled, size)
     if num_starts < 1 or steps < 1:
         raise BadInput(f"num_starts = {num_starts}, steps = {steps} must be >= 1")
     with jax.enable_x64(True):
