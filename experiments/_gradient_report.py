@@ -138,6 +138,11 @@ def markdown(data: dict, timings: dict) -> str:
         f"× {cfg['new_tokens']} tokens, seeds {data['provenance']['seeds']}, commit "
         f"`{data['provenance']['commit']}`. Mean ± standard error over seeds.",
         "",
+        *(
+            [f"**Partial run**: {len(data['partial'])} finished units only.", ""]
+            if data.get("partial")
+            else []
+        ),
         f"## Prop. 4.7 along {cfg['optimizer']} runs (lr {cfg['lr']}, "
         f"{cfg['minibatches']} minibatches × {cfg['epochs']} epochs, same rollouts)",
         "",
