@@ -506,10 +506,16 @@ class AffineMap:
         return (np.asarray(inner_logits) - b) / a, np.asarray(inner_direction) / a
 
     def text(self) -> str:
+        """``z' = 10/7*z``, ``z' = z + beta``, ``z' = alpha*z + beta``."""
         a, b = set(self.alpha), set(self.beta)
-        scale = sp.sstr(next(iter(a))) if len(a) == 1 else "alpha"
-        shift = "" if b == {0} else " + beta"
-        return f"z' = {scale}*z{shift}"
+        scale = (sp.sstr(next(iter(a))) + "*") if len(a) == 1 else "alpha*"
+        scale = "" if a == {1} else scale
+        shift = (
+            ""
+            if b == {0}
+            else (" + " + sp.sstr(next(iter(b))) if len(b) == 1 else " + beta")
+        )
+        return f"z' = {scale}z{shift}"
 
 
 def affine_sympy_from_jax(

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from fractions import Fraction
 from typing import Any
 
 import jax
@@ -48,6 +47,8 @@ class ConvexityResult:
     params: dict[str, float]
     family: str | None = None
     fit: Any = None
+    #: the structure stage's full record (certificates, region, affine map), if run
+    structure: Any = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -124,23 +125,6 @@ def _shape_check(loss, vocab: int, sampled: int, inputs) -> None:
         raise BadInput(f"the loss raised {type(err).__name__}: {err}") from err
     if out.shape != ():
         raise BadInput(f"the loss returns shape {tuple(out.shape)}, not a scalar")
-
-
-def _witness_logits(pk: Fraction, vocab: int, sampled: int, kind: str):
-    """Logits with pi_k = pk, the rest uniform, and the theorem's bad direction."""
-    p = float(pk)
-    rest = (1.0 - p) / (vocab - 1)
-    pi = np.full(vocab, rest)
-    pi[sampled] = p
-    logits = np.log(pi)
-    if kind == "fprime":  # a = 0, sigma^2 > 0: move two non-sampled logits apart
-        i, j = [t for t in range(vocab) if t != sampled][:2]
-        u = np.zeros(vocab)
-        u[i], u[j] = 1.0, -1.0
-    else:  # sigma^2 = 0, a = 1: the minimum-variance direction
-        u = np.full(vocab, -p / (1.0 - p))
-        u[sampled] = 1.0
-    return logits, u
 
 
 def _recheck(loss, logits, u, inputs, where: str) -> tuple[dict[str, str], float]:
@@ -257,13 +241,18 @@ def check_convexity(
             {"method": "structure", "status": struct.status, "detail": struct.detail}
         )
         result.family, result.fit = struct.family, struct.fit
+        result.structure = struct
         result.condition = struct.condition
         if struct.status == "proved":
             result.verdict, result.scope = "convex", "all V >= 2"
         elif struct.status == "refuted":
-            pk, kind = struct.witness
+            from theorycheck.convexity._structural import witness
+
+            pk, _ = struct.witness
             v = max(3, min(vocab))
-            logits, u = _witness_logits(pk, v, sampled, kind)
+            if struct.affine is not None and len(set(struct.affine.beta)) > 1:
+                v = 3  # a non-uniform shift is known at the derived V only
+            logits, u = witness(struct, v, sampled)
             inputs_v = numeric_in.get(v, numeric_in[3])[0]
             entry, curv = _recheck(
                 resolved.loss, logits, u, inputs_v, f"pi_k = {float(pk):.6g}, V = {v}"
@@ -329,6 +318,9 @@ def check_convexity(
                 probs = [float(x) for x in out.probabilities]
                 logits = [math.log(x) for x in probs]
                 u = [float(x) for x in out.direction]
+                amap = derived[v].affine if v in derived else None
+                if amap is not None:  # a point of L~(z'): back to the loss's z
+                    logits, u = (list(a) for a in amap.to_logits(logits, u))
                 curv = float(out.curvature)
                 ce = counterexample(logits, u, curv, v)
                 ce["probabilities_exact"] = [str(x) for x in out.probabilities]
