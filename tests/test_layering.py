@@ -46,8 +46,9 @@ LAYERS: list[set[str]] = [
     {"losses"},
     {"bridge"},
     {"symbolic", "formal", "numeric"},
-    # shared base: the error type, progress reporting and test helpers
-    {"_errors", "_progress", "testing"},
+    # shared base: the error type, progress reporting, the jaxpr walker (jax only)
+    # and test helpers
+    {"_errors", "_progress", "_jaxpr", "testing"},
 ]
 
 _COMMANDS = ("audit", "coefficient", "conventions", "convexity", "logits", "predict")
@@ -62,7 +63,6 @@ ALLOWED: set[tuple[str, str]] = {
     # convexity/ and commands/convexity.py reach into private modules
     ("theorycheck.commands.convexity", "theorycheck.convexity._report"),
     ("theorycheck.convexity._check", "theorycheck.numeric._hessian"),
-    ("theorycheck.convexity._structural", "theorycheck.symbolic._derive"),
 }
 
 

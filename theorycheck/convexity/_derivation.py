@@ -14,7 +14,7 @@ import sympy as sp
 
 from theorycheck import symbolic
 from theorycheck.bridge import AffineMap, affine_sympy_from_jax, sympy_from_jax
-from theorycheck.symbolic._derive import is_transcendental, tidy_probability
+from theorycheck.symbolic import is_transcendental, tidy_probability
 
 __all__ = ["Derived", "derive"]
 
