@@ -92,16 +92,42 @@ def _nonnegative_z3(expr: sp.Expr, z: tuple[sp.Symbol, ...]) -> bool:
 
 
 def _coordinate(expr: sp.Expr, z: tuple[sp.Symbol, ...]):
-    """``(convex, certificate, note)`` for one coordinate's :math:`g''(z_i) \\ge 0`."""
+    r"""``(convex, certificate, note)`` for one coordinate's :math:`g''(z_i) \ge 0`."""
     if expr == 0 or _nonnegative_z3(expr, z):
         return True, None, "z3"
     (zi,) = expr.free_symbols & set(z) or (None,)
     if zi is None or expr.free_symbols - {zi}:
         return False, None, "not one variable"
-    res = formal.prove_nonnegative(expr, zi, formal.LINE)
-    if res.status == "proved":
-        return True, res.certificate, "interval"
+    res = None
+    for form in _forms(expr):
+        res = formal.prove_nonnegative(form, zi, formal.LINE)
+        if res.status == "proved":
+            return True, res.certificate, "interval"
+        if res.status == "refuted":
+            break
     return False, None, f"interval: {res.status} ({res.detail})"
+
+
+def _forms(expr: sp.Expr):
+    r"""``expr`` and exact rewritings of it (tried in turn by the interval prover).
+
+    Ratios such as :math:`\sinh^2/\cosh^2` lose all information towards
+    :math:`\pm\infty` in interval arithmetic (∞/∞); the exponential form over one
+    denominator, or SymPy's simplification (:math:`1/\cosh^2`), keeps it. Each
+    rewriting is SymPy's exact identity; it is also compared with ``expr`` at three
+    points at 30 digits before use.
+    """
+    yield expr
+    x = next(iter(expr.free_symbols))
+    for rewrite in (lambda e: sp.cancel(e.rewrite(sp.exp)), sp.simplify):
+        form = rewrite(expr)
+        if form == expr:
+            continue
+        if all(
+            abs(sp.N((form - expr).xreplace({x: sp.Rational(t, 3)}), 30)) < 1e-25
+            for t in (-5, 1, 4)
+        ):
+            yield form
 
 
 def decide_terms(expr: sp.Expr, z: tuple[sp.Symbol, ...]) -> TermVerdict | None:

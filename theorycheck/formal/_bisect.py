@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from fractions import Fraction
 
+import mpmath
 import sympy as sp
 
 from theorycheck.formal._interval import (
@@ -74,7 +74,9 @@ class Chart:
         """A rational ``x`` near ``chart(u)`` (exact for the unit chart)."""
         if self.name == "unit":
             return u
-        return Fraction(math.atanh(float(u))).limit_denominator(10**12)
+        with mpmath.workdps(40):
+            x = mpmath.atanh(mpmath.mpf(u.numerator) / u.denominator)
+            return Fraction(str(mpmath.nstr(x, 30))).limit_denominator(10**12)
 
 
 UNIT = Chart("unit")
