@@ -21,7 +21,9 @@ SPLITS = (0.5, 0.15, 0.9)
 def _pieces(text: str):
     """Parses ``pi_k >= a and pi_k < b or ...`` (the V >= 3 part) into bounds."""
     text = text.split(";")[0].replace("(V >= 3)", "")
-    text = re.sub(r"\(boundary in \[[^\]]*\]\)|\[= [^\]]*\]", "", text)
+    text = re.sub(
+        r"\((boundary in|undecided inside) \[[^\]]*\]\)|\[= [^\]]*\]", "", text
+    )
     out = []
     for piece in text.split(" or "):
         bounds = []

@@ -138,18 +138,28 @@ def region_text(segments: list[Segment], name: str = "pi_k") -> str:
     """The nonnegative set in words: ``always``, ``never``, or pieces joined by ``or``.
 
     A piece ``[a, b]`` bounded by boundary cells reads ``name >= a'`` with the boundary
-    cell's isolating interval; an edge of the domain is left out.
+    cell's isolating interval; an edge of the domain is left out. A boundary cell with
+    the same sign on both sides (a Piecewise switch where both branches are
+    nonnegative but the cell straddling it is not certified) is not a boundary: it is
+    named at the end as ``(undecided inside [a, b])``.
 
     Examples:
         >>> F = Fraction
         >>> region_text([Segment(F(0), F(1, 2), "-"), Segment(F(1, 2), F(1), "+")])
         'pi_k >= 1/2'
+        >>> region_text([Segment(F(0), F(1, 3), "+"), Segment(F(1, 3), F(1, 2), "?"),
+        ...              Segment(F(1, 2), F(1), "+")])
+        'always (undecided inside [0.333333333333333, 0.5])'
     """
+    segments, holes = _absorb_holes(segments)
+    note = "".join(
+        f" (undecided inside [{float(h.lo):.15g}, {float(h.hi):.15g}])" for h in holes
+    )
     labels = {s.label for s in segments}
     if labels == {"+"}:
-        return "always"
+        return "always" + note
     if "+" not in labels:
-        return "never"
+        return "never" + note
     lo0, hi0 = segments[0].lo, segments[-1].hi
     pieces = []
     for i, s in enumerate(segments):
@@ -165,4 +175,17 @@ def region_text(segments: list[Segment], name: str = "pi_k") -> str:
             right = _bound(nxt.lo, nxt.hi) if nxt.label == "?" else str(s.hi)
             parts.append(f"{name} <= {right}")
         pieces.append(" and ".join(parts) if parts else "always")
-    return " or ".join(pieces)
+    return " or ".join(pieces) + note
+
+
+def _absorb_holes(segments: list[Segment]):
+    """Merges ``?`` cells whose neighbours carry one and the same sign into them."""
+    out: list[Segment] = []
+    holes: list[Segment] = []
+    for i, s in enumerate(segments):
+        near = {n.label for n in segments[max(i - 1, 0) : i + 2] if n is not s}
+        if s.label == "?" and len(near) == 1 and "?" not in near:
+            holes.append(s)
+            s = Segment(s.lo, s.hi, near.pop())
+        out.append(s)
+    return _merge(out), holes
