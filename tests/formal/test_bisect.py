@@ -99,3 +99,12 @@ def test_verify_certificate_catches_a_forged_enclosure_cell():
 def test_prove_nonnegative_unknown_when_budget_runs_out():
     res = prove_nonnegative(sp.exp(P) - 2 * P, P, UNIT, max_cells=2)
     assert res.status == "unknown"
+
+
+def test_prove_nonnegative_refutes_past_an_undecided_switch():
+    # The cell straddling the switch at e^-20/2 stays undecided (the right branch's
+    # formula is negative just left of it); the search goes on and refutes at 1/3+.
+    c = sp.exp(-20) / 2
+    pw = sp.Piecewise((0, P <= c), ((P - c) * (sp.Rational(1, 3) - P), True))
+    res = prove_nonnegative(pw, P, UNIT)
+    assert res.status == "refuted" and res.counterexample > sp.Rational(1, 3)

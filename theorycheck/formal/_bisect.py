@@ -110,9 +110,10 @@ class Certificate:
 
     def summary(self) -> str:
         orders = [c.order for c in self.cells]
+        n = len(self.cells)
         return (
-            f"{len(self.cells)} cells ({orders.count(0)} by enclosure, "
-            f"{len(orders) - orders.count(0)} by anchored derivative)"
+            f"{n} cell{'s' if n != 1 else ''} ({orders.count(0)} by enclosure, "
+            f"{n - orders.count(0)} by anchored derivative)"
         )
 
 
@@ -267,6 +268,7 @@ def prove_nonnegative(
     lo0, hi0 = chart.bounds
     stack = [(lo0, hi0)]
     proved: list[CellProof] = []
+    undecided: list[tuple[Fraction, Fraction]] = []
     examined = 0
     while stack:
         lo, hi = stack.pop()
@@ -289,13 +291,20 @@ def prove_nonnegative(
                     detail=f"g({x} = {float(point):.6g}) = {float(neg[0]):.6g} at "
                     f"{HIGH_PRECISION} digits, {neg[1]:.6g} in float64",
                 )
-        if hi - lo < MIN_WIDTH or examined >= max_cells:
-            return IntervalResult(
-                "unknown",
-                detail=f"undecided cell [{float(lo):.6g}, {float(hi):.6g}] after "
-                f"{examined} cells",
-            )
+        if examined >= max_cells:
+            undecided.append((lo, hi))
+            break
+        if hi - lo < MIN_WIDTH:
+            undecided.append((lo, hi))  # keep looking for a refutation elsewhere
+            continue
         stack += [(mid, hi), (lo, mid)]
+    if undecided:
+        lo, hi = undecided[0]
+        return IntervalResult(
+            "unknown",
+            detail=f"undecided cell [{float(lo):.6g}, {float(hi):.6g}] after "
+            f"{examined} cells",
+        )
     proved.sort(key=lambda c: c.lo)
     cert = Certificate(expr, x, chart.name, tuple(proved))
     return IntervalResult("proved", certificate=cert, detail=cert.summary())
