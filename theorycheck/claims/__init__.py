@@ -9,7 +9,8 @@ hand:
 * ``fails``: a check found a re-checked counterexample and no correction holds;
 * ``holds_with_correction``: the statement fails and its :class:`Correction` holds
   (every check passes, at least two kinds);
-* ``unknown`` otherwise. A check that raises is UNKNOWN, never a pass."""
+* ``unknown`` otherwise. A check that raises is UNKNOWN, never a pass.
+"""
 
 from theorycheck.claims._discover import Collected, discover, select
 from theorycheck.claims._evaluate import (

@@ -11,7 +11,8 @@ collected once; two different claims with one id are an error.
 Modules inside a package (a folder with ``__init__.py``) are imported by their dotted
 name with the package root's parent on ``sys.path``, so relative imports work; a loose
 file is imported under a name derived from its path, with its folder on ``sys.path`` so
-sibling helpers import."""
+sibling helpers import.
+"""
 
 from __future__ import annotations
 
