@@ -21,6 +21,7 @@ from theorycheck.claims._evaluate import (
     run_check,
     status_of,
 )
+from theorycheck.claims._report import counts, markdown, run_claims, table_lines
 from theorycheck.claims._types import (
     PROVENANCES,
     Check,
@@ -47,7 +48,11 @@ __all__ = [
     "Status",
     "discover",
     "evaluate",
+    "counts",
+    "markdown",
     "run_check",
+    "run_claims",
     "select",
     "status_of",
+    "table_lines",
 ]
