@@ -21,7 +21,13 @@ from theorycheck.claims._evaluate import (
     run_check,
     status_of,
 )
-from theorycheck.claims._helpers import compare, exact, from_proof, property_check
+from theorycheck.claims._helpers import (
+    compare,
+    exact,
+    from_proof,
+    property_check,
+    sympy_identity,
+)
 from theorycheck.claims._report import counts, markdown, run_claims, table_lines
 from theorycheck.claims._types import (
     PROVENANCES,
@@ -59,5 +65,6 @@ __all__ = [
     "run_claims",
     "select",
     "status_of",
+    "sympy_identity",
     "table_lines",
 ]

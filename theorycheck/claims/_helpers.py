@@ -170,3 +170,49 @@ def compare(
         counterexample=cx,
         data=data,
     )
+
+
+def sympy_identity(
+    difference: Any,
+    *,
+    what: str,
+    points: Callable[[], Any] | None = None,
+    tries: int = 8,
+) -> CheckResult:
+    """An exact identity ``difference == 0`` in SymPy.
+
+    PASS when ``sympy.simplify`` reduces every entry to 0. Otherwise the entries are
+    evaluated at the substitutions ``points()`` yields (exact rationals; the value at 50
+    digits): a nonzero value is a FAIL with that point as the counterexample; if none is
+    found the outcome is UNKNOWN (simplify is incomplete; it is never a pass).
+
+    Args:
+        difference: a SymPy expression or a list of them.
+        what: the identity in words.
+        points: a callable returning an iterable of ``{symbol: value}`` substitutions.
+        tries: how many of the points to try.
+    """
+    import sympy as sp
+
+    entries = (
+        list(difference) if isinstance(difference, (list, tuple)) else [difference]
+    )
+    if all(sp.simplify(e) == 0 for e in entries):
+        return CheckResult(Outcome.PASS, f"sympy: {what} (simplifies to 0)")
+    for i, point in enumerate(points() if points else ()):
+        if i >= tries:
+            break
+        for j, e in enumerate(entries):
+            val = sp.N(e.xreplace(point), 50)
+            if val.is_number and abs(val) > sp.Float("1e-30"):
+                cx = {str(k): str(v) for k, v in point.items()}
+                cx["entry"] = j
+                cx["difference"] = str(sp.N(val, 15))
+                return CheckResult(
+                    Outcome.FAIL,
+                    f"sympy: {what} is false: nonzero at an exact point (50 digits)",
+                    counterexample=cx,
+                )
+    return CheckResult(
+        Outcome.UNKNOWN, f"sympy could not simplify, and no point refutes: {what}"
+    )
