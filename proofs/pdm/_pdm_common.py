@@ -49,3 +49,41 @@ def sym_abs(x: sp.Expr) -> sp.Expr:
 def simplex(symbols) -> list:
     """Open-simplex assumptions p_i > 0, sum p = 1."""
     return [*(s > 0 for s in symbols), sp.Eq(sp.Add(*symbols), 1)]
+
+
+_MODEL: list = []
+
+
+def smollm2():
+    """The embedded SmolLM2 checkpoint, loaded once per process."""
+    if not _MODEL:
+        from theorycheck.models import load_model
+
+        _MODEL.append(load_model("smollm2"))
+    return _MODEL[0]
+
+
+#: The text whose next-token distributions are measured (teacher-forced).
+MEASURE_TEXT = (
+    "The capital of France is Paris. Two plus two equals four. Water boils at one "
+    "hundred degrees Celsius at sea level, and the moon orbits the earth once every "
+    "twenty-seven days. To solve 3x + 5 = 20, subtract five from both sides and divide "
+    "by three, which gives x = 5."
+)
+
+
+def precision_pair(quick: bool):
+    """Next-token distributions of SmolLM2 at every position of MEASURE_TEXT:
+    the trainer's float32 forward (pi, with its logits z) and the rollout engine's
+    bfloat16 forward (mu), both as float64 arrays ``[N, V]``."""
+    import jax.numpy as jnp
+
+    from theorycheck.models import cast_params, forward
+
+    cfg, params, tok = smollm2()
+    ids = tok.encode(MEASURE_TEXT).ids
+    ids = np.asarray([ids[:24] if quick else ids], np.int32)
+    z = np.asarray(forward(params, cfg, ids)[0], np.float64)
+    zb = forward(cast_params(params, jnp.bfloat16), cfg, ids)[0]
+    zb = np.asarray(zb.astype(jnp.float32), np.float64)
+    return softmax(zb), z, softmax(z)
