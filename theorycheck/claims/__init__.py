@@ -21,6 +21,14 @@ from theorycheck.claims._evaluate import (
     run_check,
     status_of,
 )
+from theorycheck.claims._helpers import (
+    compare,
+    exact,
+    from_proof,
+    property_check,
+    sympy_identity,
+)
+from theorycheck.claims._report import counts, markdown, run_claims, table_lines
 from theorycheck.claims._types import (
     PROVENANCES,
     Check,
@@ -47,7 +55,16 @@ __all__ = [
     "Status",
     "discover",
     "evaluate",
+    "compare",
+    "counts",
+    "exact",
+    "from_proof",
+    "markdown",
+    "property_check",
     "run_check",
+    "run_claims",
     "select",
     "status_of",
+    "sympy_identity",
+    "table_lines",
 ]
