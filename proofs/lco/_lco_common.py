@@ -7,6 +7,7 @@ the simplex.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import jax
@@ -43,8 +44,54 @@ def loss_fn(name: str, **inputs) -> Callable:
     return lambda z: spec.loss(z, k, **inputs)
 
 
+@functools.lru_cache(maxsize=None)
+def _jitted(name: str, sign: float):
+    spec = LOSSES[name]
+
+    def f(z, k, inputs):
+        return sign * spec.loss(z, k, **inputs)
+
+    return jax.jit(f), jax.jit(jax.hessian(f)), jax.jit(jax.grad(f))
+
+
+def registry_fn(name: str, sampled: int = 0, sign: float = 1.0, **inputs) -> Callable:
+    """A jit-compiled ``z -> sign * LOSSES[name].loss(z, sampled, **inputs)`` whose
+    ``.hessian(z)`` / ``.gradient(z)`` are jit-compiled autodiff (compiled once per
+    rule and input shapes)."""
+    value, hess, grad = _jitted(name, float(sign))
+    with jax.enable_x64(True):
+        args = (jnp.asarray(sampled), _tree(inputs))
+
+    def f(z):
+        with jax.enable_x64(True):
+            return value(jnp.asarray(z, jnp.float64), *args)
+
+    def hessian(z):
+        with jax.enable_x64(True):
+            return np.asarray(hess(jnp.asarray(z, jnp.float64), *args), np.float64)
+
+    def gradient(z):
+        with jax.enable_x64(True):
+            return np.asarray(grad(jnp.asarray(z, jnp.float64), *args), np.float64)
+
+    f.hessian = hessian
+    f.gradient = gradient
+    return f
+
+
+def _tree(inputs):
+    return {
+        k: jnp.asarray(v, jnp.float64)
+        if isinstance(v, (list, tuple, np.ndarray))
+        else v
+        for k, v in inputs.items()
+    }
+
+
 def autodiff_hessian(fn: Callable, logits) -> np.ndarray:
     """float64 ``jax.hessian`` of a scalar function of the logits."""
+    if hasattr(fn, "hessian"):
+        return fn.hessian(logits)
     with jax.enable_x64(True):
         h = jax.hessian(fn)(jnp.asarray(logits, jnp.float64))
     return np.asarray(h, dtype=np.float64)
@@ -59,7 +106,7 @@ def second_difference(fn: Callable, logits, direction, step: float = 1e-4) -> fl
     z = np.asarray(logits, np.float64)
     u = np.asarray(direction, np.float64)
     with jax.enable_x64(True):
-        f = [float(fn(jnp.asarray(z + s * step * u))) for s in (1.0, 0.0, -1.0)]
+        f = [float(fn(jnp.asarray(z + s * step * u, jnp.float64))) for s in (1, 0, -1)]
     return (f[0] - 2.0 * f[1] + f[2]) / step**2
 
 

@@ -10,11 +10,9 @@ the official code's ``create_lco_log_target`` [CODE].
 
 from __future__ import annotations
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 import sympy as sp
-from _lco_common import failed, loss_fn, passed, undecided
+from _lco_common import failed, passed, registry_fn, undecided
 
 from theorycheck.claims import Check, Claim, Method
 
@@ -88,14 +86,14 @@ def optimal_numeric(*, quick: bool = False, candidate=None) -> object:
     trials, samples = (5, 500) if quick else (20, 3000)
     excess, worst_grad = -np.inf, 0.0
     for _ in range(trials):
-        vocab = int(rng.integers(3, 9))
+        vocab = int(rng.choice([3, 5, 8]))
         z_old = rng.normal(scale=2.0, size=vocab)
         old = np.exp(z_old - np.logaddexp.reduce(z_old))
         adv = rng.normal(size=vocab)
         beta = float(rng.uniform(0.2, 3.0))
         if candidate is None:
-            with jax.enable_x64(True):
-                star = np.asarray(jax.nn.softmax(jnp.asarray(z_old + adv / beta)))
+            t = z_old + adv / beta
+            star = np.exp(t - np.logaddexp.reduce(t))
         else:
             star = np.asarray(candidate(old, adv, beta), dtype=np.float64)
         best = _f(star, old, adv, beta)
@@ -119,14 +117,13 @@ def optimal_numeric(*, quick: bool = False, candidate=None) -> object:
                     },
                 )
             excess = max(excess, val - best)
-        fn = loss_fn("lco_kld", adv=adv.tolist(), old_logits=z_old.tolist(), beta=beta)
-        with jax.enable_x64(True):
-            g = np.asarray(jax.grad(fn)(jnp.asarray(z_old + adv / beta, jnp.float64)))
+        fn = registry_fn("lco_kld", adv=adv, old_logits=z_old, beta=beta)
+        g = fn.gradient(z_old + adv / beta)
         worst_grad = max(worst_grad, float(np.abs(g).max()))
     if worst_grad > 1e-10:
         return undecided(f"lco_kld gradient at z* is {worst_grad:.3g}, not 0")
     return passed(
-        f"{trials} instances (V=3..8), {samples + 1} points each (Dirichlet samples, "
+        f"{trials} instances (V in 3, 5, 8), {samples + 1} points each (Dirichlet samples, "
         f"mirror ascent): max F(pi) - F(pi*) = {excess:.2g} (rounding; a counterexample "
         f"needs > 1e-10); registry lco_kld gradient at z_old + A/beta <= "
         f"{worst_grad:.2g}",

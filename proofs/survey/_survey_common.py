@@ -65,7 +65,7 @@ def analytic_coefficient(name, p, q, adv, *, on_policy=False, **params):
 
 
 @functools.lru_cache(maxsize=None)
-def _value_and_grad(name: str, sampled: int, params: tuple):
+def _value_and_grad(name: str, sampled: int, params: tuple, jit: bool = True):
     spec = LOSSES[name]
     ratio = "behavior_logp" in spec.inputs
 
@@ -73,15 +73,17 @@ def _value_and_grad(name: str, sampled: int, params: tuple):
         inputs = {"behavior_logp": mu} if ratio else {}
         return spec.loss(zz, sampled, adv=adv, **inputs, **dict(params))
 
-    return jax.jit(jax.value_and_grad(f))
+    vg = jax.value_and_grad(f)
+    return jax.jit(vg) if jit else vg
 
 
-def autodiff_coefficient(name, policy, behavior, adv, *, sampled=0, **params):
-    """c from float64 autodiff of the registry loss; also the objective value."""
+def autodiff_coefficient(name, policy, behavior, adv, *, sampled=0, jit=True, **params):
+    """c from float64 autodiff of the registry loss; also the objective value
+    (``jit=False``: eager, cheaper for a handful of evaluations)."""
     with jax.enable_x64(True):
         z = jnp.log(jnp.asarray(policy, jnp.float64))
         mu = jnp.log(jnp.asarray(behavior, jnp.float64))
-        fn = _value_and_grad(name, sampled, tuple(sorted(params.items())))
+        fn = _value_and_grad(name, sampled, tuple(sorted(params.items())), jit)
         val, grad = fn(z, mu, jnp.asarray(adv, jnp.float64))
         pi = jax.nn.softmax(z)
         c = -grad[sampled] / (1.0 - pi[sampled])

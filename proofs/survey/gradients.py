@@ -165,7 +165,9 @@ def on_policy_numeric(*, quick: bool = False, rules=TOKEN_RULES) -> object:
                         if name == "gspo"
                         else {}
                     )
-                    c_ad, _ = autodiff_coefficient(name, pol, pol, adv, **kw)
+                    c_ad, _ = autodiff_coefficient(
+                        name, pol, pol, adv, jit=not quick, **kw
+                    )
                     c_ad *= length
                     err = max(abs(c_an - adv), abs(c_ad - adv))
                     worst = max(worst, err)
