@@ -129,6 +129,63 @@ def _tv_increase_flips() -> CheckResult:
     )
 
 
+def _mp_div(mu, z, kind):
+    """D(mu || softmax(z)) at 50 digits."""
+    return line_divergence(mu, z, 0, 0, kind)
+
+
+def _sgd_steps(quick: bool = False) -> CheckResult:
+    """One optax SGD step on -A w log pi_k (free logits): t = eta A w along v."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    x64()
+    n = 10 if quick else 40
+    mu, z, k = random_points(n, 8, seed=43)
+    rates, first = {}, None
+    for eta in (0.1, 0.5, 1.0, 2.0):
+        wrong = {"kl": 0, "tv": 0}
+        for i, (mi, zi, ki) in enumerate(zip(mu, z, k)):
+            adv, w = (1.0 if i % 2 else -1.0), 1.0
+            opt = optax.sgd(eta)
+            params = jnp.asarray(zi)
+
+            def loss(zz, ki=ki, adv=adv, w=w):
+                return -adv * w * jax.nn.log_softmax(zz)[ki]
+
+            updates, _ = opt.update(jax.grad(loss)(params), opt.init(params))
+            new = np.asarray(optax.apply_updates(params, updates))
+            for kind in ("kl", "tv"):
+                pred = eta * adv * w * ddot_of(mi, zi, ki, kind)
+                real = float(_mp_div(mi, new, kind) - _mp_div(mi, zi, kind))
+                if np.sign(pred) != np.sign(real):
+                    wrong[kind] += 1
+                    if first is None:
+                        first = {
+                            "kind": kind,
+                            "mu": mi.tolist(),
+                            "logits": zi.tolist(),
+                            "k": int(ki),
+                            "adv": adv,
+                            "eta": eta,
+                            "predicted": pred,
+                            "realized": real,
+                        }
+        rates[str(eta)] = {kind: wrong[kind] / n for kind in wrong}
+    if first is None:
+        return CheckResult(
+            Outcome.UNKNOWN, f"no sign flip in {n} points x 4 step sizes", data=rates
+        )
+    return CheckResult(
+        Outcome.FAIL,
+        f"optax SGD steps on free logits ({n} points, V = 8): share of wrong "
+        f"first-order signs by eta: {rates} (realized ΔD at 50 digits)",
+        counterexample=first,
+        data={"wrong_sign_rate_by_eta": rates},
+    )
+
+
 # --- the correction ------------------------------------------------------------------
 
 
@@ -265,6 +322,7 @@ FIRST_ORDER_SIGN = Claim(
             Method.NUMERIC,
             _tv_increase_flips,
         ),
+        Check("one optax SGD step, eta in 0.1..2", Method.SIMULATION, _sgd_steps),
     ),
     correction=Correction(
         statement=(

@@ -160,6 +160,10 @@ def _symbolic_uniform() -> CheckResult:
         tail_sum - tail_term,
         what="with both tails uniform over n = V - |S| tokens, sum_{i in tail} "
         "pi_i (mu_i - pi_i) = Eq. 11's tail term pi_T (mu_T - pi_T) / n (symbolic n)",
+        points=lambda: (
+            {n: sp.Integer(j + 2), p0: sp.Rational(j + 1, 10), m0: sp.Rational(3, 10)}
+            for j in range(8)
+        ),
     )
 
 

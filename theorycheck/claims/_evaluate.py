@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 import time
 import traceback
 from collections.abc import Sequence
@@ -134,8 +135,10 @@ def _plain(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [_plain(v) for v in obj]
     if hasattr(obj, "tolist"):
-        return obj.tolist()
-    if isinstance(obj, (str, int, float, bool)):
+        return _plain(obj.tolist())
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None  # JSON has no NaN/inf
+    if isinstance(obj, (str, int, bool)):
         return obj
     return str(obj)  # Fractions, SymPy numbers: their exact text
 

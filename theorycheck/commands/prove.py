@@ -41,11 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _emit_json(obj: dict) -> None:
-    try:
-        from theorycheck.commands._output import emit_json
-    except ImportError:  # older layout: the helper lives in the CLI module
-        from theorycheck.cli import emit_json
-    emit_json(obj)
+    """Exactly one JSON object on stdout (claim results are plain, finite JSON)."""
+    import json
+
+    print(json.dumps(obj, allow_nan=False))
 
 
 def write_report(results, out_dir: str | Path) -> Path:
