@@ -44,7 +44,7 @@ def loss_fn(name: str, **inputs) -> Callable:
     return lambda z: spec.loss(z, k, **inputs)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _jitted(name: str, sign: float):
     spec = LOSSES[name]
 
@@ -166,7 +166,7 @@ def rational_point(vocab: int, seed: int) -> list[sp.Rational]:
 
 
 def variance_gap(hessian: sp.Matrix, p: Sequence[sp.Symbol]) -> sp.Expr:
-    r""":math:`u^\top H u - \sum_i p_i(u_i - \bar u)^2` with :math:`\bar u = \sum p_i u_i`,
+    r""":math:`u^\top H u - \sum_i p_i(u_i - \bar u)^2`, :math:`\bar u = \sum p_i u_i`,
     on :math:`\sum p = 1` (the last p eliminated); zero iff H = diag(p) - pp^T."""
     u = sp.symbols(f"u0:{len(p)}", real=True)
     ubar = sum(pi * ui for pi, ui in zip(p, u))

@@ -123,10 +123,10 @@ def optimal_numeric(*, quick: bool = False, candidate=None) -> object:
     if worst_grad > 1e-10:
         return undecided(f"lco_kld gradient at z* is {worst_grad:.3g}, not 0")
     return passed(
-        f"{trials} instances (V in 3, 5, 8), {samples + 1} points each (Dirichlet samples, "
-        f"mirror ascent): max F(pi) - F(pi*) = {excess:.2g} (rounding; a counterexample "
-        f"needs > 1e-10); registry lco_kld gradient at z_old + A/beta <= "
-        f"{worst_grad:.2g}",
+        f"{trials} instances (V in 3, 5, 8), {samples + 1} points each (Dirichlet "
+        f"samples, mirror ascent): max F(pi) - F(pi*) = {excess:.2g} (rounding; a "
+        f"counterexample needs > 1e-10); registry lco_kld gradient at z_old + A/beta "
+        f"<= {worst_grad:.2g}",
         max_excess=excess,
         max_lco_kld_gradient=worst_grad,
     )
@@ -138,8 +138,8 @@ optimal_policy_closed_form = Claim(
     provenance="DERIVED",
     statement=(
         "The maximiser of <pi, A> - beta KL(pi || pi_old) over the simplex is "
-        "pi* = pi_old exp(A/beta)/Z, with logits z* = z_old + A/beta (up to a constant); "
-        "paper text NOT FOUND, the derived closed form is the spec."
+        "pi* = pi_old exp(A/beta)/Z, with logits z* = z_old + A/beta (up to a "
+        "constant); paper text NOT FOUND, the derived closed form is the spec."
     ),
     checks=(
         Check(

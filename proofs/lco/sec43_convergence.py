@@ -166,8 +166,8 @@ prop4_8_mse_linear_convergence = Claim(
     provenance="NOT FOUND",
     statement=(
         "Prop. 4.8: with a fixed target z* = z_old + A/beta, the linearised model "
-        "(Assumption 4.2, J full row rank) and eta small enough that rho_MSE < 1, GD on "
-        "LCO-MSE converges linearly: L(theta_k) <= rho^(2k) ||A||^2/(2 V beta^2); "
+        "(Assumption 4.2, J full row rank) and eta small enough that rho_MSE < 1, GD "
+        "on LCO-MSE converges linearly: L(theta_k) <= rho^(2k) ||A||^2/(2 V beta^2); "
         "rho_MSE NOT FOUND, derived rho_MSE = max_i |1 - eta lambda_i(J J^T)/V|."
     ),
     objection=(
@@ -183,7 +183,7 @@ prop4_8_mse_linear_convergence = Claim(
 )
 
 
-# --- LCO-LCH ----------------------------------------------------------------------------
+# --- LCO-LCH --------------------------------------------------------------------------
 
 
 def lch_simulation(*, quick: bool = False, rate=rho2_lch) -> object:
@@ -251,8 +251,8 @@ def lch_symbolic(*, quick: bool = False) -> object:
         return undecided(f"not closed: {flags}")
     return passed(
         "registry spec: grad = tanh(z - z*)/V, Hessian diag(sech^2)/V <= I/V "
-        "(smoothness); logcosh x <= x tanh x and tanh(x)/x decreasing (sympy derivative "
-        "identities), so tanh^2 x >= (tanh R/R) logcosh x on |x| <= R"
+        "(smoothness); logcosh x <= x tanh x and tanh(x)/x decreasing (sympy "
+        "derivative identities), so tanh^2 x >= (tanh R/R) logcosh x on |x| <= R"
     )
 
 

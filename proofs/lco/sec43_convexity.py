@@ -107,8 +107,8 @@ sft_logits_convex = Claim(
     source="seed 004 (LCO), §4.3: SFT's NLL is logits-convex",
     provenance="DERIVED",
     statement=(
-        "The SFT loss -log pi_k(z) has logit Hessian diag(pi) - pi pi^T, PSD for every z "
-        "(paper text NOT FOUND; the derived statement is the spec)."
+        "The SFT loss -log pi_k(z) has logit Hessian diag(pi) - pi pi^T, PSD for every "
+        "z (paper text NOT FOUND; the derived statement is the spec)."
     ),
     checks=(
         Check("sympy variance identity, V=3,4", Method.SYMBOLIC, sft_symbolic),
@@ -118,7 +118,7 @@ sft_logits_convex = Claim(
 )
 
 
-# --- PPO (Lemma 4.5) -------------------------------------------------------------------
+# --- PPO (Lemma 4.5) ------------------------------------------------------------------
 
 
 def ppo_psd_states(*, quick: bool = False, name: str = "ppo") -> object:
@@ -212,8 +212,10 @@ def ppo_symbolic_condition(*, quick: bool = False) -> object:
     if sp.simplify(margin - expected) != 0:
         return failed(f"margin {margin} != A(2p-1)/q", {"margin": str(margin)})
     return passed(
-        "registry is_pg (PPO's active branch) has f' = f'' = -A p_k/q; PSD (V >= 3) iff "
-        f"-f' = A r >= 0 and -f' + f''(1-p)/p = {margin} >= 0, i.e. A >= 0 and pi_k >= 1/2"
+        "registry is_pg (PPO's active branch) has f' = f'' = -A p_k/q; PSD (V >= 3) "
+        "iff "
+        f"-f' = A r >= 0 and -f' + f''(1-p)/p = {margin} >= 0, i.e. A >= 0 and pi_k >= "
+        f"1/2"
     )
 
 
@@ -269,11 +271,13 @@ ppo_not_logits_convex = Claim(
     provenance="NOT FOUND",
     statement=(
         "Lemma 4.5 (as the review reads it): the PPO clipped surrogate is not "
-        "logits-convex at any time step, i.e. its logit Hessian is not PSD at any state."
+        "logits-convex at any time step, i.e. its logit Hessian is not PSD at any "
+        "state."
     ),
     objection=(
-        "minor 2: in clipped regions the gradient and Hessian are zero (PSD); the correct "
-        "statement is that the Hessian is indefinite at some states of the active region"
+        "minor 2: in clipped regions the gradient and Hessian are zero (PSD); the "
+        "correct statement is that the Hessian is indefinite at some states of the "
+        "active region"
     ),
     checks=(
         Check(
@@ -286,10 +290,10 @@ ppo_not_logits_convex = Claim(
     correction=Correction(
         statement=(
             "PPO's token loss has zero Hessian where clipped; on the active region its "
-            "Hessian is -A r [v v^T - (diag pi - pi pi^T)], v = e_k - pi, which for V >= 3 "
-            "is PSD iff A >= 0 and pi_k >= 1/2. So the Hessian is PSD exactly on {clipped} "
-            "U {A > 0, pi_k >= 1/2}: PPO is not convex in z for any A != 0, but not "
-            "because every state has negative curvature."
+            "Hessian is -A r [v v^T - (diag pi - pi pi^T)], v = e_k - pi, which for V "
+            ">= 3 is PSD iff A >= 0 and pi_k >= 1/2. So the Hessian is PSD exactly on "
+            "{clipped} U {A > 0, pi_k >= 1/2}: PPO is not convex in z for any A != 0, "
+            "but not because every state has negative curvature."
         ),
         checks=(
             Check(
@@ -308,7 +312,7 @@ ppo_not_logits_convex = Claim(
 )
 
 
-# --- LCO losses (Lemma 4.6) ------------------------------------------------------------
+# --- LCO losses (Lemma 4.6) -----------------------------------------------------------
 
 
 def _lco_inputs(vocab: int, dense: bool, rng):
@@ -404,9 +408,10 @@ lco_losses_logits_convex = Claim(
     source="seed 004 (LCO), Lemma 4.6",
     provenance="NOT FOUND",
     statement=(
-        "Lemma 4.6: LCO-MSE, LCO-LCH and LCO-KLD are logits-convex (paper forms and the "
-        "official code's forms, sparse and dense advantages); paper text NOT FOUND, the "
-        "derived Hessians I/V, diag(sech^2(z - z*))/V, diag(pi) - pi pi^T are the spec."
+        "Lemma 4.6: LCO-MSE, LCO-LCH and LCO-KLD are logits-convex (paper forms and "
+        "the official code's forms, sparse and dense advantages); paper text NOT "
+        "FOUND, the derived Hessians I/V, diag(sech^2(z - z*))/V, diag(pi) - pi pi^T "
+        "are the spec."
     ),
     checks=(
         Check(

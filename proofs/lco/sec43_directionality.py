@@ -33,7 +33,7 @@ def _linear_loss(name, adv, z0, jac, beta=2.0):
     return f
 
 
-# --- Prop. 4.4 --------------------------------------------------------------------------
+# --- Prop. 4.4 ------------------------------------------------------------------------
 
 
 def directionality_z3(*, quick: bool = False, slack: bool = False) -> object:
@@ -63,7 +63,8 @@ def directionality_z3(*, quick: bool = False, slack: bool = False) -> object:
 
 
 def directionality_numeric(*, quick: bool = False) -> object:
-    """float64: theta between the optimum and a near-optimal theta* (registry losses)."""
+    """float64: theta between the optimum and a near-optimal theta* (registry "
+    "losses)."""
     rng = np.random.default_rng(0)
     found = {}
     for name in PAPER_FORMS:
@@ -152,12 +153,12 @@ prop4_4_gradient_directionality = Claim(
     source="seed 004 (LCO), Prop. 4.4, Eq. (15), Assumption 4.2",
     provenance="NOT FOUND",
     statement=(
-        "Prop. 4.4: for a logits-convex loss and theta* in Theta* = {L(z_theta*) - L* < "
-        "eps}, under Assumption 4.2 <grad_theta L(z_theta), theta - theta*> >= 0."
+        "Prop. 4.4: for a logits-convex loss and theta* in Theta* = {L(z_theta*) - L* "
+        "< eps}, under Assumption 4.2 <grad_theta L(z_theta), theta - theta*> >= 0."
     ),
     objection=(
-        "major 3: convexity only gives <grad_z L, z - z*> >= L(z) - L(z*) >= -eps; >= 0 "
-        "needs z* to be an exact minimiser"
+        "major 3: convexity only gives <grad_z L, z - z*> >= L(z) - L(z*) >= -eps; >= "
+        "0 needs z* to be an exact minimiser"
     ),
     checks=(
         Check("z3, LCO-MSE, V=2", Method.Z3, directionality_z3),
@@ -169,9 +170,9 @@ prop4_4_gradient_directionality = Claim(
     ),
     correction=Correction(
         statement=(
-            "Under an exact linearisation, <grad_theta L, theta - theta*> >= L(z_theta) - "
-            "L(z_theta*) > -eps (the eps-slack); it is >= 0 when theta* is an exact "
-            "minimiser or whenever L(z_theta) >= L(z_theta*)."
+            "Under an exact linearisation, <grad_theta L, theta - theta*> >= "
+            "L(z_theta) - L(z_theta*) > -eps (the eps-slack); it is >= 0 when theta* "
+            "is an exact minimiser or whenever L(z_theta) >= L(z_theta*)."
         ),
         checks=(
             Check(
@@ -187,7 +188,7 @@ prop4_4_gradient_directionality = Claim(
 )
 
 
-# --- Prop. 4.7 --------------------------------------------------------------------------
+# --- Prop. 4.7 ------------------------------------------------------------------------
 
 
 def _bilinear_case():
@@ -203,7 +204,8 @@ def _bilinear_case():
 
 
 def norm_symbolic(*, quick: bool = False) -> object:
-    """sympy, exact: the loss falls 4x while the gradient norm grows (sigma_max grows)."""
+    """sympy, exact: the loss falls 4x while the gradient norm grows (sigma_max "
+    "grows)."""
     loss, grad, (t1, t2) = _bilinear_case()
     a = {t1: 1, t2: 1}
     b = {t1: sp.Rational(1, 10), t2: 15}
@@ -213,7 +215,8 @@ def norm_symbolic(*, quick: bool = False) -> object:
     if lb < la and gb > ga:
         return failed(
             f"L = {la} -> {lb} (smaller) but ||grad_theta L|| = {ga} -> {gb} (larger, "
-            f"{float(gb / ga):.2f}x): sigma_max(dz/dtheta) = ||(t2, t1)|| grows 1.41 -> "
+            f"{float(gb / ga):.2f}x): sigma_max(dz/dtheta) = ||(t2, t1)|| grows 1.41 "
+            f"-> "
             "15.0 (exact, z = (theta1 theta2, 0))",
             {
                 "theta_a": [1, 1],
@@ -314,7 +317,7 @@ def bound_property(*, quick: bool = False, g=_g) -> object:
 
 
 def bound_symbolic(*, quick: bool = False) -> object:
-    """sympy: ||grad_z L_MSE||^2 = 2L/V; LCH gradient tanh(d)/V with tanh^2 <= 2 logcosh;
+    """sympy: ||grad_z L_MSE||^2 = 2L/V; LCH gradient tanh(d)/V, tanh^2 <= 2 logcosh;
     KLD gradient pi - pi*."""
     from theorycheck.symbolic import logit_gradient, to_probability, unfreeze
 
@@ -347,9 +350,9 @@ def bound_symbolic(*, quick: bool = False) -> object:
     if not all(flags.values()):
         return undecided(f"identities not closed: {flags}")
     return passed(
-        "registry specs (V=3): ||grad L_MSE||^2 = 2L/V; grad L_LCH = tanh(z - z*)/V and "
-        "tanh^2 = 1 - 1/y <= log y = 2 logcosh (y = cosh^2 >= 1, h(1) = 0, h' >= 0); "
-        "grad L_KLD = pi - pi*; ||J^T g|| <= sigma_max ||g|| (operator norm)"
+        "registry specs (V=3): ||grad L_MSE||^2 = 2L/V; grad L_LCH = tanh(z - z*)/V "
+        "and tanh^2 = 1 - 1/y <= log y = 2 logcosh (y = cosh^2 >= 1, h(1) = 0, h' >= "
+        "0); grad L_KLD = pi - pi*; ||J^T g|| <= sigma_max ||g|| (operator norm)"
     )
 
 
@@ -358,13 +361,14 @@ prop4_7_gradient_norm_bounds = Claim(
     source="seed 004 (LCO), Prop. 4.7, Eqs. (16)-(18)",
     provenance="NOT FOUND",
     statement=(
-        "Prop. 4.7 as used in §4.3: the LCO losses' parameter-gradient norms are bounded "
-        "by functions of the loss that vanish with it, so gradient norms diminish as the "
-        "loss decreases (no spikes), with no assumption on sigma_max(dz/dtheta)."
+        "Prop. 4.7 as used in §4.3: the LCO losses' parameter-gradient norms are "
+        "bounded by functions of the loss that vanish with it, so gradient norms "
+        "diminish as the loss decreases (no spikes), with no assumption on "
+        "sigma_max(dz/dtheta)."
     ),
     objection=(
-        "major 5: the bounds carry sigma_max of dz/dtheta; if it grows, the bound grows "
-        "while the loss falls"
+        "major 5: the bounds carry sigma_max of dz/dtheta; if it grows, the bound "
+        "grows while the loss falls"
     ),
     checks=(
         Check("sympy, exact two-point counterexample", Method.SYMBOLIC, norm_symbolic),
@@ -374,8 +378,8 @@ prop4_7_gradient_norm_bounds = Claim(
         statement=(
             "||grad_theta L|| <= sigma_max(dz/dtheta) g(L) with g_MSE = sqrt(2L/V) "
             "(equality in z), g_LCH = min(sqrt(2L/V), 1/sqrt V), g_KLD = sqrt(2L) "
-            "(Pinsker); gradient norms diminish with the loss only while sigma_max stays "
-            "bounded along training."
+            "(Pinsker); gradient norms diminish with the loss only while sigma_max "
+            "stays bounded along training."
         ),
         checks=(
             Check(

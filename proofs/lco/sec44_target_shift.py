@@ -123,7 +123,7 @@ def shift_numeric(*, quick: bool = False) -> object:
     return passed("c = 0 minimised every case")
 
 
-# --- correction ------------------------------------------------------------------------
+# --- correction -----------------------------------------------------------------------
 
 
 def correction_symbolic(*, quick: bool = False) -> object:
@@ -162,7 +162,8 @@ def correction_symbolic(*, quick: bool = False) -> object:
 
 
 def correction_numeric(*, quick: bool = False) -> object:
-    """float64: registry losses and estimate_vocab_adv against the corrected formulas."""
+    """float64: registry losses and estimate_vocab_adv against the corrected "
+    "formulas."""
     rng = np.random.default_rng(1)
     worst = 0.0
     for vocab in (4, 16) if quick else (4, 16, 256):
@@ -189,7 +190,8 @@ def correction_numeric(*, quick: bool = False) -> object:
         return failed(f"largest deviation {worst:.3g}", {"max_deviation": worst})
     return passed(
         f"sparse c_min = -1/(beta V) and gain 1 - 1/V, dense standardised c_min = 0, "
-        f"code fill means as derived, lco_kld shift-invariant: max deviation {worst:.2g}",
+        "code fill means as derived, lco_kld shift-invariant: max deviation "
+        f"{worst:.2g}",
         max_deviation=worst,
     )
 

@@ -64,7 +64,7 @@ def analytic_coefficient(name, p, q, adv, *, on_policy=False, **params):
     return float(c), bool(gated)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _value_and_grad(name: str, sampled: int, params: tuple, jit: bool = True):
     spec = LOSSES[name]
     ratio = "behavior_logp" in spec.inputs

@@ -20,7 +20,7 @@ from _survey_common import (
 from theorycheck.claims import Check, Claim, Method
 from theorycheck.formal import prove
 
-# --- dual-clip -------------------------------------------------------------------------
+# --- dual-clip ------------------------------------------------------------------------
 
 #: r = p/q = 4, A = -1, kappa = 3 (the survey's numbers); V = 3.
 DUAL = {"p": 0.8, "q": 0.2, "adv": -1.0}
@@ -42,13 +42,13 @@ def dual_numeric(*, quick: bool = False, expected=DUAL_EXPECTED) -> object:
         }
         if max(abs(c_an - c_want), abs(c_ad - c_want), abs(j - j_want)) > 1e-12:
             return failed(
-                f"{name}: c = {c_an:.12g} (analytic), {c_ad:.12g} (autodiff), objective "
-                f"{j:.12g}; the survey says c = {c_want}, objective {j_want}",
+                f"{name}: c = {c_an:.12g} (analytic), {c_ad:.12g} (autodiff), "
+                f"objective {j:.12g}; the survey says c = {c_want}, objective {j_want}",
                 {"rule": name, **DUAL, **got[name]},
             )
     return passed(
-        "PPO: c = -4 (objective rA = -4, unclipped); dual-clip: objective -3 = kappa A, "
-        "c = 0 (analytic coefficient and float64 autodiff agree to 1e-12)",
+        "PPO: c = -4 (objective rA = -4, unclipped); dual-clip: objective -3 = kappa "
+        "A, c = 0 (analytic coefficient and float64 autodiff agree to 1e-12)",
         **got,
     )
 
@@ -66,7 +66,8 @@ def dual_symbolic(*, quick: bool = False, expected=DUAL_EXPECTED) -> object:
             or sp.simplify(j - sp.nsimplify(j_want)) != 0
         ):
             return failed(
-                f"{name}: exact c = {c}, objective = {j}; the survey says {c_want}, {j_want}",
+                f"{name}: exact c = {c}, objective = {j}; the survey says "
+                f"{c_want}, {j_want}",
                 {
                     "rule": name,
                     "p": "4/5",
@@ -93,7 +94,7 @@ dual_clip_example = Claim(
 )
 
 
-# --- DPPO vs PPO ------------------------------------------------------------------------
+# --- DPPO vs PPO ----------------------------------------------------------------------
 
 DPPO = {"p": 0.74, "q": 0.90, "adv": -1.0}
 DPPO_EXPECTED = {"ppo": -0.74 / 0.90, "dppo_binary_tv": 0.0}
@@ -113,7 +114,8 @@ def dppo_numeric(*, quick: bool = False, expected=DPPO_EXPECTED) -> object:
                 {"rule": name, **DPPO, **got[name]},
             )
     return passed(
-        f"PPO keeps c = {got['ppo']['c_analytic']:.6f} (r = 0.8222 in [0.8, 1.2]); DPPO "
+        f"PPO keeps c = {got['ppo']['c_analytic']:.6f} (r = 0.8222 in [0.8, 1.2]); "
+        f"DPPO "
         "binary TV gates it (q - p = 0.16 > 0.15): c = 0; autodiff agrees",
         **got,
     )
@@ -136,8 +138,12 @@ def dppo_symbolic(*, quick: bool = False, expected=DPPO_EXPECTED) -> object:
     )
 
 
-def dppo_z3(*, quick: bool = False, threshold=sp.Rational(3, 4)) -> object:
-    """z3: for A < 0, PPO (eps 0.2) keeps and DPPO (delta 0.15) gates only if q > 3/4."""
+THRESHOLD = sp.Rational(3, 4)
+
+
+def dppo_z3(*, quick: bool = False, threshold=THRESHOLD) -> object:
+    """z3: for A < 0, PPO (eps 0.2) keeps and DPPO (delta 0.15) gates only if q > "
+    "3/4."""
     p, q = sp.symbols("p q", real=True)
     keep_ppo = p - sp.Rational(4, 5) * q >= 0  # r >= 0.8 with q > 0
     gate_dppo = q - p > sp.Rational(3, 20)

@@ -21,11 +21,16 @@ from _survey_common import (
 )
 
 from theorycheck.claims import Check, Claim, Method
-from theorycheck.losses import LOSSES, TOKEN_RULES, Reduction, reduction_weights
-from theorycheck.losses import sequence_gradient_norms
+from theorycheck.losses import (
+    LOSSES,
+    TOKEN_RULES,
+    Reduction,
+    reduction_weights,
+    sequence_gradient_norms,
+)
 from theorycheck.symbolic import Frozen, log_softmax, logit_gradient, unfreeze  # noqa: F401
 
-# --- weight form ------------------------------------------------------------------------
+# --- weight form ----------------------------------------------------------------------
 
 
 def weight_symbolic(*, quick: bool = False, weight=None) -> object:
@@ -120,7 +125,8 @@ def weight_property(
         return failed(f"gradients differ: {bad[-1]}", bad[-1])
     n = 15 if quick else 100
     return passed(
-        f"{n} hypothesis cases (V=4): cispo/glm5 with w = r match is_pg's gradient to 1e-12"
+        f"{n} hypothesis cases (V=4): cispo/glm5 with w = r match is_pg's gradient to "
+        f"1e-12"
     )
 
 
@@ -143,7 +149,7 @@ weight_form_same_gradient = Claim(
 )
 
 
-# --- all rules agree on-policy ----------------------------------------------------------
+# --- all rules agree on-policy --------------------------------------------------------
 
 
 def _extra(name, length=1):
@@ -188,7 +194,8 @@ def on_policy_numeric(*, quick: bool = False, rules=TOKEN_RULES) -> object:
                         )
             rows[name] = "ok"
     return passed(
-        f"{len(rows)} registry token rules: |c - A| <= {worst:.1g} at p = q (analytic and "
+        f"{len(rows)} registry token rules: |c - A| <= {worst:.1g} at p = q (analytic "
+        f"and "
         "autodiff; GSPO's per-position c_t times L)",
         rules=sorted(rows),
     )
@@ -222,8 +229,8 @@ all_rules_agree_on_policy = Claim(
     source="seed 000 (survey), 'Reductions' in the sense of special cases",
     provenance="PAPER",
     statement=(
-        "At p = q every rule gives c = A: checked for every registered token rule (GSPO's "
-        "sequence rule per unit length: L c_t = A, since its c_t = A s / L)."
+        "At p = q every rule gives c = A: checked for every registered token rule "
+        "(GSPO's sequence rule per unit length: L c_t = A, since its c_t = A s / L)."
     ),
     checks=(
         Check(
@@ -236,7 +243,7 @@ all_rules_agree_on_policy = Claim(
 )
 
 
-# --- reduction weights vs gradient norms -----------------------------------------------
+# --- reduction weights vs gradient norms ----------------------------------------------
 
 
 def reduction_numeric(

@@ -72,7 +72,7 @@ def test_target_shift_counterexample_is_minus_one_over_beta_v(lco):
     assert res.counterexample["sparse"]["c_star"] == "-1/8"  # -A/(beta V), V=4, beta=2
 
 
-# --- mutation meta-tests: one per method kind ------------------------------------------
+# --- mutation meta-tests: one per method kind -----------------------------------------
 
 
 def test_mutation_symbolic_wrong_sign_of_the_target(lco):

@@ -47,7 +47,7 @@ def test_all_rules_covers_the_whole_registry(survey):
     assert sorted(_run(check).data["rules"]) == sorted(TOKEN_RULES)
 
 
-# --- mutation meta-tests: one per method kind ------------------------------------------
+# --- mutation meta-tests: one per method kind -----------------------------------------
 
 
 def test_mutation_numeric_wrong_sign_of_the_ppo_coefficient(survey):
