@@ -19,7 +19,9 @@ HELP = "the main job: claims, convexity table and rollout analysis, as one repor
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--quick", action="store_true", help="fewer samples and rules (CI, ~1 min)"
+        "--quick",
+        action="store_true",
+        help="fewer samples, rules and claims sizes (CI)",
     )
     parser.add_argument(
         "--out",
@@ -27,16 +29,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="output folder (default: reports)",
     )
+    parser.add_argument(
+        "--section",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="run only this section (repeatable): proofs, convexity, rollouts",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from theorycheck._errors import BadInput
-    from theorycheck.reproduce import reproduce
+    from theorycheck.reproduce import SECTIONS, reproduce
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise BadInput(f"--out {args.out}: is a file, not a folder")
-    index = reproduce(out, quick=args.quick)
+    known = {s.name: s for s in SECTIONS}
+    for name in args.section:
+        if name not in known:
+            raise BadInput(f"--section {name!r}: not one of {', '.join(known)}")
+    chosen = [s for s in SECTIONS if not args.section or s.name in args.section]
+    index = reproduce(out, quick=args.quick, sections=chosen)
     failed = [s for s in index["sections"] if s["error"]]
     for s in failed:
         first = s["error"].splitlines()[0]

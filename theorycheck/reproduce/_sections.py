@@ -17,7 +17,7 @@ from theorycheck import _progress
 from theorycheck.reproduce._core import SectionResult
 
 #: The registry rules of the quick convexity table.
-QUICK_RULES = ("pg", "ppo", "dppo_binary_tv")
+QUICK_RULES = ("pg", "dppo_binary_tv")
 #: Seeds and sizes of the rollout analysis (full, quick).
 DEMO_ARGS = {
     False: ["--samples", "4", "--new-tokens", "16", "--topk", "20", "--seed", "0"],
