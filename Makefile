@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m theorycheck.demo --out reports/demo
+	$(BIN)/python -m theorycheck reproduce --out reports
 
 test: $(STAMP)
 	$(BIN)/ruff check theorycheck tests benchmarks

@@ -28,7 +28,13 @@ from theorycheck.claims._helpers import (
     property_check,
     sympy_identity,
 )
-from theorycheck.claims._report import counts, markdown, run_claims, table_lines
+from theorycheck.claims._report import (
+    counts,
+    markdown,
+    run_claims,
+    table_lines,
+    write_report,
+)
 from theorycheck.claims._types import (
     PROVENANCES,
     Check,
@@ -67,4 +73,5 @@ __all__ = [
     "status_of",
     "sympy_identity",
     "table_lines",
+    "write_report",
 ]

@@ -112,3 +112,13 @@ def _method_rows(methods: Sequence[MethodResult]) -> list[str]:
             detail += f"<br>counterexample: `{_cell(_short(m.result.counterexample))}`"
         rows.append(f"| {m.method} | {_cell(m.name)} | {m.outcome} | {detail} |")
     return rows
+
+
+def write_report(results: Sequence[ClaimResult], out_dir: str | Path) -> Path:
+    """Writes ``proofs.md`` and ``proofs.json`` into ``out_dir``; returns the first."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "proofs.md").write_text(markdown(results, title="Do the claims hold?"))
+    payload = {"claims": [r.to_json() for r in results]}
+    (out / "proofs.json").write_text(json.dumps(payload, indent=1, allow_nan=False))
+    return out / "proofs.md"

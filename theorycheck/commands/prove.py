@@ -47,23 +47,9 @@ def _emit_json(obj: dict) -> None:
     print(json.dumps(obj, allow_nan=False))
 
 
-def write_report(results, out_dir: str | Path) -> Path:
-    """Writes ``proofs.md`` and ``proofs.json`` into ``out_dir``; returns the first."""
-    import json
-
-    from theorycheck.claims import markdown
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "proofs.md").write_text(markdown(results, title="Do the claims hold?"))
-    payload = {"claims": [r.to_json() for r in results]}
-    (out / "proofs.json").write_text(json.dumps(payload, indent=1, default=str))
-    return out / "proofs.md"
-
-
 def run(args: argparse.Namespace) -> int:
     from theorycheck._errors import BadInput
-    from theorycheck.claims import run_claims, table_lines
+    from theorycheck.claims import run_claims, table_lines, write_report
 
     paths = args.paths or ["proofs"]
     if args.report is not None and Path(args.report).is_file():
