@@ -75,14 +75,14 @@ def prove_section(out: Path, quick: bool) -> SectionResult:
             if r.correction is not None and r.correction.status == "holds":
                 lines.append(f"  Correction that holds: {r.correction.statement}")
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(7, 0.3 * len(results) + 1.2))
+    fig, ax = plt.subplots(figsize=(9, 0.3 * len(results) + 1.2))
     ax.barh(
         [r.id for r in results],
         [r.seconds for r in results],
         color=[_STATUS_COLOR[str(r.status)] for r in results],
     )
     ax.invert_yaxis()
-    ax.set_xlabel("seconds (colour = status: green holds, yellow corrected, red fails)")
+    ax.set_xlabel("seconds; green holds, yellow corrected, red fails, grey unknown")
     fig.tight_layout()
     fig.savefig(out / "proofs.png", dpi=100)
     plt.close(fig)
