@@ -37,13 +37,6 @@ def undecided(detail: str, **data) -> CheckResult:
     return CheckResult(Outcome.UNKNOWN, detail, data=data)
 
 
-def loss_fn(name: str, **inputs) -> Callable:
-    """``z -> LOSSES[name].loss(z, k, **inputs)`` with ``sampled`` in ``inputs``."""
-    spec = LOSSES[name]
-    k = inputs.pop("sampled", 0)
-    return lambda z: spec.loss(z, k, **inputs)
-
-
 @functools.cache
 def _jitted(name: str, sign: float):
     spec = LOSSES[name]
@@ -114,11 +107,6 @@ def min_curvature(fn: Callable, logits) -> tuple[float, np.ndarray]:
     """Smallest eigenvalue of the autodiff Hessian and its eigenvector."""
     w, vecs = np.linalg.eigh(autodiff_hessian(fn, logits))
     return float(w[0]), vecs[:, 0]
-
-
-def logits_with(policy: Sequence[float]) -> np.ndarray:
-    """Logits whose softmax is ``policy`` (``log`` of it)."""
-    return np.log(np.asarray(policy, np.float64))
 
 
 def probability_hessian(expr: sp.Expr, z: Sequence[sp.Symbol]):

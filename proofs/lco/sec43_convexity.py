@@ -346,7 +346,8 @@ def lco_symbolic(*, quick: bool = False, forms=LCO_FORMS) -> object:
                     sp.factor(sp.together(d.rewrite(sp.exp))).is_positive for d in diag
                 )
                 ok = off and pos
-                what = "diagonal " + ", ".join(str(d) for d in diag[:1]) + ", ..."
+                first = sp.factor(sp.together(diag[0].rewrite(sp.exp)))
+                what = f"diagonal, H_00 = {first} > 0"
                 if off and not pos:
                     pt = {zi: 0 for zi in z}
                     vals = [d.xreplace(pt) for d in diag]
