@@ -136,11 +136,11 @@ def convexity_section(out: Path, quick: bool) -> SectionResult:
     plt = _plt()
     colors = {"convex": 2, "unknown": 1, "not_convex": 0, "error": 1}
     grid = [[colors.get(v, 1) for v in (p, n)] for _, p, n in rows]
-    fig, ax = plt.subplots(figsize=(3.5, 0.28 * len(rows) + 1.2))
+    fig, ax = plt.subplots(figsize=(4.5, 0.28 * len(rows) + 1.2))
     ax.imshow(grid, cmap="RdYlGn", vmin=0, vmax=2, aspect="auto")
     ax.set_yticks(range(len(rows)), [r[0] for r in rows])
     ax.set_xticks([0, 1], ["Â = +1", "Â = −1"])
-    ax.set_title("convex (green) / unknown / not convex (red)", fontsize=8)
+    ax.set_title("green convex, yellow unknown, red not convex", fontsize=8)
     fig.tight_layout()
     fig.savefig(out / "convexity.png", dpi=100)
     plt.close(fig)
