@@ -25,6 +25,11 @@ def ddot_kl(mu, pi, k):
     return pi[k] - mu[k] + sum(pi[i] * (mu[i] - pi[i]) for i in range(len(pi)))
 
 
+def global_rows(mu: np.ndarray, pi: np.ndarray) -> np.ndarray:
+    """Prop. 1's global term per row, ``[N, 1]`` (the same for every sampled k)."""
+    return np.sum(pi * (mu - pi), axis=-1, keepdims=True)
+
+
 def _sign(x) -> int:
     return (x > 0) - (x < 0)
 
@@ -59,7 +64,7 @@ def _measure(quick: bool = False) -> CheckResult:
 
     x64()
     mu, z, pi = precision_pair(quick)
-    glob = np.sum(pi * (mu - pi), axis=-1, keepdims=True)
+    glob = global_rows(mu, pi)
     local = pi - mu
     disagree = np.sign(local) != np.sign(local + glob)
     rate = np.sum(mu * disagree, axis=-1)  # P_{k ~ mu}(the two signs disagree)
@@ -95,7 +100,7 @@ def _measure(quick: bool = False) -> CheckResult:
         "median_kl": float(np.median(kl)),
         "examples": examples,
     }
-    ok = rechecked > 0
+    ok = rechecked > 0 and bool(np.all(rate >= 0))
     return CheckResult(
         Outcome.PASS if ok else Outcome.UNKNOWN,
         f"SmolLM2, bfloat16 rollout vs float32 trainer, {len(mu)} positions: a token "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -30,3 +31,19 @@ def test_reproduce_quick_writes_the_report(capsys, tmp_path):
     for name in ("index.md", "proofs.md", "proofs.png", "convexity.png"):
         assert (tmp_path / name).is_file(), name
     assert (tmp_path / "demo" / "report.json").is_file()
+
+
+def test_reproduce_proofs_section_on_the_example_claims(capsys, tmp_path, monkeypatch):
+    examples = Path(__file__).resolve().parents[2] / "examples" / "claims"
+    monkeypatch.setenv("THEORYCHECK_PROOFS", str(examples))
+    argv = ["reproduce", "--quick", "--section", "proofs", "--out", str(tmp_path)]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [s["name"] for s in out["sections"]] == ["proofs"]
+    index = json.loads((tmp_path / "index.json").read_text())
+    data = index["sections"][0]["data"]
+    assert data["counts"] == {"holds": 1, "holds_with_correction": 1}
+    assert index["sections"][0]["config"]["proofs"] == str(examples)
+    md = (tmp_path / "index.md").read_text()
+    assert "example.max_prob_at_most_half" in md and "Correction that holds" in md
+    assert (tmp_path / "proofs.png").is_file()

@@ -124,3 +124,15 @@ def test_mutation_disagreement_without_global_term_finds_no_witness(pdm, monkeyp
     monkeypatch.setattr(mod, "ddot_kl", lambda mu, pi, k: pi[k] - mu[k])
     check = check_named(claim, "z3")
     assert outcome(check) is Outcome.UNKNOWN
+
+
+@pytest.mark.slow
+def test_mutation_measurement_without_global_term_sees_no_disagreement(
+    pdm, monkeypatch
+):
+    claim = pdm["pdm.sign_disagreement_exists"]
+    mod = module_of(claim)
+    monkeypatch.setattr(mod, "global_rows", lambda mu, pi: 0.0 * mu[:, :1])
+    check = check_named(claim, "SmolLM2")
+    assert check.method is Method.MEASUREMENT
+    assert outcome(check) is Outcome.UNKNOWN

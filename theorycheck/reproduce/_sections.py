@@ -32,7 +32,10 @@ _STATUS_COLOR = {
 
 
 def proofs_dir() -> Path:
-    """``./proofs`` when it exists, else the ``proofs/`` beside the package."""
+    """``$THEORYCHECK_PROOFS`` when set, else ``./proofs`` when it exists, else the
+    ``proofs/`` beside the package."""
+    if os.environ.get("THEORYCHECK_PROOFS"):
+        return Path(os.environ["THEORYCHECK_PROOFS"])
     here = Path.cwd() / "proofs"
     return here if here.is_dir() else Path(__file__).resolve().parents[2] / "proofs"
 
