@@ -161,3 +161,19 @@ def variance_gap(hessian: sp.Matrix, p: Sequence[sp.Symbol]) -> sp.Expr:
     quad = (sp.Matrix(u).T * hessian * sp.Matrix(u))[0, 0]
     gap = quad - sum(pi * (ui - ubar) ** 2 for pi, ui in zip(p, u))
     return sp.expand(gap.subs(p[-1], 1 - sp.Add(*p[:-1])))
+
+
+PAPER_FORMS = ("lco_mse", "lco_lch", "lco_kld")
+
+
+def linear_loss(name, adv, z0, jac, beta=2.0):
+    """theta -> L(z0 + J theta) for a registry LCO loss (target at theta = 0)."""
+    spec = LOSSES[name]
+
+    def f(theta):
+        z = jnp.asarray(z0) + jnp.asarray(jac) @ theta
+        return spec.loss(
+            z, 0, adv=jnp.asarray(adv), old_logits=jnp.asarray(z0), beta=beta
+        )
+
+    return f

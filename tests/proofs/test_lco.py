@@ -24,6 +24,7 @@ EXPECTED = {
     "lco.prop4_9_lch_linear_convergence": Status.HOLDS,
     "lco.target_shift_mean_zero": Status.HOLDS_WITH_CORRECTION,
     "lco.deployed_target_moves": Status.HOLDS_WITH_CORRECTION,
+    "lco.assumption4_2_parameter_transfer": Status.HOLDS_WITH_CORRECTION,
 }
 
 
@@ -152,3 +153,11 @@ def test_mutation_property_directionality_without_slack(lco):
     claim = lco["lco.prop4_4_gradient_directionality"]
     check = check_named(claim, "hypothesis", correction=True)
     assert _run(check, slack=3.0).outcome is Outcome.FAIL
+
+
+def test_mutation_symbolic_linear_model_transfers_the_sign(lco):
+    claim = lco["lco.assumption4_2_parameter_transfer"]
+    check = check_named(claim, "exact")
+    assert check.method is Method.SYMBOLIC and _run(check).outcome is Outcome.FAIL
+    # without the curvature of z(theta) (a linear model) the signs agree
+    assert _run(check, model=lambda x: 2 * x).outcome is Outcome.PASS
