@@ -37,7 +37,6 @@ from theorycheck.formal._interval import (
     enclosure_fn,
     interval,
     lower_fraction,
-    upper_fraction,
 )
 
 __all__ = ["CellProof", "Certificate", "IntervalResult", "prove_nonnegative", "Chart"]
@@ -308,11 +307,3 @@ def prove_nonnegative(
     proved.sort(key=lambda c: c.lo)
     cert = Certificate(expr, x, chart.name, tuple(proved))
     return IntervalResult("proved", certificate=cert, detail=cert.summary())
-
-
-def point_upper(expr: sp.Expr, x: sp.Symbol, point: Fraction) -> Fraction | None:
-    """Rational upper end of a thin enclosure of ``expr`` at ``point`` (or None)."""
-    try:
-        return upper_fraction(enclosure_fn(expr, x)(interval(point, point)).value)
-    except (IntervalUndefined, NotImplementedError):
-        return None

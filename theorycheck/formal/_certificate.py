@@ -56,29 +56,36 @@ def verify_certificate(cert: Certificate) -> tuple[bool, str]:
         if a.hi != b.lo:
             return False, f"gap or overlap between {a.hi} and {b.lo}"
     u = sp.Dummy("u", real=True)
-    h = cert.expr.xreplace({cert.variable: chart.of(u)})
-    derivatives = [h]
+    derivatives = [cert.expr.xreplace({cert.variable: chart.of(u)})]
     for cell in cells:
-        if not cell.lo < cell.hi:
-            return False, f"empty cell [{cell.lo}, {cell.hi}]"
         while len(derivatives) <= cell.order:
             derivatives.append(sp.diff(derivatives[-1], u))
-        flip = -1 if cell.side == "hi" else 1
-        if cell.order:
-            c = cell.hi if cell.side == "hi" else cell.lo
-            at = sp.Rational(c.numerator, c.denominator)
-            for j in range(cell.order):
-                if not _anchor_ok(derivatives[j].xreplace({u: at}), flip**j):
-                    return False, f"anchor h^({j})({c}) has the wrong sign"
-        try:
-            enc = enclosure_fn(derivatives[cell.order], u, prec=RECHECK_PREC)(
-                interval(cell.lo, cell.hi)
-            )
-        except (IntervalUndefined, NotImplementedError) as err:
-            return False, f"cell [{cell.lo}, {cell.hi}]: {err}"
-        if cell.order and enc.switched:
-            return False, f"cell [{cell.lo}, {cell.hi}]: a Piecewise switches inside"
-        value = enc.value * (flip**cell.order)
-        if not value.a >= 0 or cell.bound < 0:
-            return False, f"cell [{cell.lo}, {cell.hi}]: lower end {value.a} < 0"
+        problem = _cell_problem(cell, derivatives, u)
+        if problem:
+            return False, f"cell [{cell.lo}, {cell.hi}]: {problem}"
     return True, f"ok: {len(cells)} cells cover [{lo0}, {hi0}]"
+
+
+def _cell_problem(cell, derivatives, u) -> str | None:
+    """Why one cell's claim fails the re-check, or None when it holds."""
+    if not cell.lo < cell.hi:
+        return "empty cell"
+    flip = -1 if cell.side == "hi" else 1
+    if cell.order:
+        c = cell.hi if cell.side == "hi" else cell.lo
+        at = sp.Rational(c.numerator, c.denominator)
+        for j in range(cell.order):
+            if not _anchor_ok(derivatives[j].xreplace({u: at}), flip**j):
+                return f"anchor h^({j})({c}) has the wrong sign"
+    try:
+        enc = enclosure_fn(derivatives[cell.order], u, prec=RECHECK_PREC)(
+            interval(cell.lo, cell.hi)
+        )
+    except (IntervalUndefined, NotImplementedError) as err:
+        return str(err)
+    if cell.order and enc.switched:
+        return "a Piecewise switches inside"
+    value = enc.value * (flip**cell.order)
+    if not value.a >= 0 or cell.bound < 0:
+        return f"lower end {value.a} < 0"
+    return None
