@@ -34,8 +34,10 @@ class StructureResult:
             :math:`\\tilde L(z')`; then ``condition`` speaks of
             :math:`\\pi' = \\mathrm{softmax}(z')` and ``witness`` is a point of
             :math:`\\tilde L` (see :func:`~theorycheck.convexity._structural.witness`).
-        q_dependence: region text by behavior probability ``q`` when requested
-            (:func:`~theorycheck.convexity._structural.regions_by_q`), else None.
+        q_dependence: region text by behavior probability ``q``; the stage itself
+            runs at one ``q`` and leaves it None; a caller that wants it stores
+            :func:`~theorycheck.convexity._structural.regions_by_q`'s answer here
+            (``dataclasses.replace``).
     """
 
     family: str | None
