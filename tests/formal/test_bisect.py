@@ -10,6 +10,8 @@ import sympy as sp
 from theorycheck.formal import (
     LINE,
     UNIT,
+    CellProof,
+    Certificate,
     prove_nonnegative,
     verify_certificate,
 )
@@ -108,3 +110,19 @@ def test_prove_nonnegative_refutes_past_an_undecided_switch():
     pw = sp.Piecewise((0, P <= c), ((P - c) * (sp.Rational(1, 3) - P), True))
     res = prove_nonnegative(pw, P, UNIT)
     assert res.status == "refuted" and res.counterexample > sp.Rational(1, 3)
+
+
+def test_prove_nonnegative_no_derivative_argument_across_a_jump():
+    # h' = 1 on both sides of a downward jump: an anchored argument across the switch
+    # would "prove" h >= 0; the prover must refute instead.
+    jump = sp.Piecewise((P, P < sp.Rational(1, 2)), (P - 10, True))
+    res = prove_nonnegative(jump, P, UNIT)
+    assert res.status == "refuted" and res.counterexample >= sp.Rational(1, 2)
+
+
+def test_verify_certificate_rejects_an_anchor_across_a_jump():
+    jump = sp.Piecewise((P, P < sp.Rational(1, 2)), (P - 10, True))
+    forged = Certificate(
+        jump, P, "unit", (CellProof(Fraction(0), Fraction(1), 1, "lo", Fraction(1)),)
+    )
+    assert not verify_certificate(forged)[0]

@@ -83,9 +83,18 @@ def _cell_problem(cell, derivatives, u) -> str | None:
         )
     except (IntervalUndefined, NotImplementedError) as err:
         return str(err)
-    if cell.order and enc.switched:
+    if cell.order and (enc.switched or _switched(derivatives[0], u, cell)):
+        # The anchored argument needs one smooth branch on the whole closed cell.
         return "a Piecewise switches inside"
     value = enc.value * (flip**cell.order)
     if not value.a >= 0 or cell.bound < 0:
         return f"lower end {value.a} < 0"
     return None
+
+
+def _switched(h, u, cell) -> bool:
+    try:
+        enc = enclosure_fn(h, u, prec=RECHECK_PREC)(interval(cell.lo, cell.hi))
+    except (IntervalUndefined, NotImplementedError):
+        return True
+    return enc.switched
