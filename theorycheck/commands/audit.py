@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     import jax
 
     from theorycheck._errors import BadInput
-    from theorycheck.cli import emit_json
+    from theorycheck.commands._output import emit_json
     from theorycheck.losses._audit import audit_batch, check_rules, load_batch
 
     rules = check_rules([r.strip() for r in args.rules.split(",") if r.strip()])

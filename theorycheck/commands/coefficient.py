@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     import jax
 
     from theorycheck._errors import BadInput
-    from theorycheck.cli import emit_json
+    from theorycheck.commands._output import emit_json
     from theorycheck.losses._params import get_rule, parse_assignments, resolve_params
 
     spec = get_rule(args.name, token=True)

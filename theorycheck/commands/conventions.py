@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     import jax
 
     from theorycheck._errors import BadInput
-    from theorycheck.cli import emit_json
+    from theorycheck.commands._output import emit_json
     from theorycheck.losses._conventions import conventions_report
 
     shape = _ints("--batch-shape", args.batch_shape)

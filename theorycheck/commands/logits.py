@@ -59,7 +59,7 @@ def next_token_distribution(model, prompt: str) -> np.ndarray:
 
 
 def run(args: argparse.Namespace) -> int:
-    from theorycheck.cli import emit_json
+    from theorycheck.commands._output import emit_json
     from theorycheck.models import load_model
 
     if args.top < 1:

@@ -192,7 +192,7 @@ def predict(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from theorycheck.cli import emit_json
+    from theorycheck.commands._output import emit_json
 
     out = predict(args)
     if args.json:
