@@ -16,11 +16,9 @@ Examples:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -111,10 +109,9 @@ def check_output_dir(flag: str, path: str | os.PathLike) -> Path:
     return target
 
 
-@contextlib.contextmanager
-def flag_names(**flags: str) -> Iterator[None]:
+class flag_names:  # lower case: it reads as the context manager it is
     """Re-raises a library :class:`BadInput` that starts with an argument name with
-    that argument's flag instead (``flag_names(max_len="--max-len")``).
+    that argument's flag instead (``flag_names(max_len="--max-len")``); reusable.
 
     Examples:
         >>> with flag_names(max_len="--max-len"):
@@ -123,12 +120,18 @@ def flag_names(**flags: str) -> Iterator[None]:
         ...
         theorycheck._errors.BadInput: --max-len 3 is below the longest length 5
     """
-    try:
-        yield
-    except BadInput as err:
+
+    def __init__(self, **flags: str) -> None:
+        self.flags = flags
+
+    def __enter__(self) -> flag_names:
+        return self
+
+    def __exit__(self, kind, err, tb) -> None:
+        if not isinstance(err, BadInput):
+            return
         message = str(err)
-        for name, flag in flags.items():
+        for name, flag in self.flags.items():
             rest = message[len(name) :]
             if message.startswith(name) and rest[:1] in (" ", ":", ""):
                 raise BadInput(flag + rest) from None
-        raise
