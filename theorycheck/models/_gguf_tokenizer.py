@@ -63,13 +63,20 @@ def tokenizer_from_gguf_fields(fields: dict, path: str) -> Tokenizer:
         if not sep:
             raise BadInput(f"{path}: malformed merge {m!r} in 'tokenizer.ggml.merges'")
         merges.append((left, right))
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False))
-    tok.pre_tokenizer = pre_tokenizer
-    tok.decoder = decoders.ByteLevel()
     types = fields.get("tokenizer.ggml.token_type", [])
-    special = [tokens[i] for i, t in enumerate(types) if t == _CONTROL]
-    if special:
-        tok.add_special_tokens(
-            [AddedToken(s, special=True, normalized=False) for s in special]
-        )
+    special = [tokens[i] for i, t in enumerate(types[: len(tokens)]) if t == _CONTROL]
+    try:
+        tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False))
+        tok.pre_tokenizer = pre_tokenizer
+        tok.decoder = decoders.ByteLevel()
+        if special:
+            tok.add_special_tokens(
+                [AddedToken(s, special=True, normalized=False) for s in special]
+            )
+    except Exception as err:  # tokenizers raises bare Exception subclasses
+        first = (str(err).strip().splitlines() or [""])[0]
+        raise BadInput(
+            f"{path}: the tokenizer cannot be built from its metadata "
+            f"({type(err).__name__}: {first})"
+        ) from None
     return tok
