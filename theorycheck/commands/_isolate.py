@@ -47,6 +47,7 @@ from typing import Any
 from theorycheck._errors import BadInput
 
 __all__ = [
+    "MAX_TIMEOUT_S",
     "DEADLINE_BASE_S",
     "DEADLINE_PER_TIMEOUT",
     "caller_for",
@@ -60,6 +61,8 @@ __all__ = [
 #: stages take up to 5 S, the numeric stages a few seconds).
 DEADLINE_BASE_S = 20.0
 DEADLINE_PER_TIMEOUT = 10.0
+#: the largest ``--timeout`` (a day): beyond it the deadline is no bound at all.
+MAX_TIMEOUT_S = 86400.0
 
 #: top-level packages whose classes a child's result may hold.
 _SAFE_PACKAGES = frozenset(
@@ -112,11 +115,15 @@ def caller_for(spec: str, timeout_s: float) -> Callable[..., Any]:
         >>> caller_for("ppo", 20.0)(max, 1, 2)
         2
     """
-    if not (isinstance(timeout_s, (int, float)) and 0 < timeout_s < float("inf")):
-        raise BadInput(f"--timeout {timeout_s!r} must be a finite number > 0")
+    if not (isinstance(timeout_s, (int, float)) and 0 < timeout_s <= MAX_TIMEOUT_S):
+        raise BadInput(
+            f"--timeout {timeout_s!r} must be a number in (0, {MAX_TIMEOUT_S:g}] s"
+        )
     path = user_file(spec)
     if path is None:
         return lambda fn, *args, **kwargs: fn(*args, **kwargs)
+    if not path.is_file():
+        raise BadInput(f"loss file {str(path)!r} does not exist")
     deadline = DEADLINE_BASE_S + DEADLINE_PER_TIMEOUT * timeout_s
     text = (
         f"{deadline:g} s (= {DEADLINE_BASE_S:g} + {DEADLINE_PER_TIMEOUT:g} x "
