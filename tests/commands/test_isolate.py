@@ -29,7 +29,8 @@ USER = textwrap.dedent(
         time.sleep(1000)
 
     def xla_loop():
-        f = jax.jit(lambda x: jax.lax.while_loop(lambda v: v == v, lambda v: v + 1.0, x))
+        body = lambda v: v + 1.0
+        f = jax.jit(lambda x: jax.lax.while_loop(lambda v: v == v, body, x))
         return float(f(jnp.float32(0.0)))
 
     def with_child(pidfile):
