@@ -31,6 +31,8 @@ _RTOL = 1e-12
 #: on 2 CPU cores; the report lists every response, so B*G is bounded as well).
 MAX_CELLS = 1_000_000
 MAX_RESPONSES = 10_000
+#: counts reach jitted code as int32.
+_MAX_INT = 2**31 - 1
 
 
 def check_batch_shape(batch_shape) -> tuple[int, int, int]:
@@ -129,9 +131,11 @@ def conventions_report(
     mask, prompt_ids = batch_mask(batch_shape, lengths)
     b, g, t = batch_shape
     mb = g if micro_batch_size is None else int(micro_batch_size)
-    if mb < 1:
-        raise BadInput(f"micro_batch_size {mb} must be >= 1")
+    if not 1 <= mb <= _MAX_INT:
+        raise BadInput(f"micro_batch_size {mb} must lie in [1, {_MAX_INT}]")
     lmax = t if max_len is None else int(max_len)
+    if lmax > _MAX_INT:
+        raise BadInput(f"max_len {lmax} must be <= {_MAX_INT}")
     longest = int(mask.sum(axis=1).max())
     if lmax < max(longest, 1):
         raise BadInput(
