@@ -47,6 +47,13 @@ class _Parser(argparse.ArgumentParser):
         )
         raise SystemExit(EXIT_BAD_INPUT)
 
+    def _get_values(self, action, arg_strings):
+        # ``--flag=--``: argparse strips the "--" and hands the command an empty
+        # list instead of a value (CPython 3.11-3.12); refuse it as a parse error.
+        if action.option_strings and action.nargs is None and arg_strings == ["--"]:
+            self.error(f"argument {action.option_strings[-1]}: expected one argument")
+        return super()._get_values(action, arg_strings)
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(

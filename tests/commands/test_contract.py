@@ -14,6 +14,7 @@ files run in a child process (the isolation under test), a few cases as a subpro
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -21,6 +22,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -33,9 +35,10 @@ from theorycheck import __version__
 from theorycheck.cli import build_parser
 from theorycheck.commands import _isolate
 from theorycheck.losses._audit import synthetic_batch
+from theorycheck.models import load_model
 
 FUZZ = settings(
-    max_examples=12,
+    max_examples=10,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
@@ -417,11 +420,18 @@ def test_audit_all_masked_batch_makes_no_false_statement(files):
 # ------------------------------------------------------------------------ logits
 
 
+@functools.cache
+def _cached_model(name: str):
+    return load_model(name)
+
+
 @FUZZ
 @given(prompt=ODD_TEXT, top=st.integers(-3, 300))
 def test_logits_prompts(files, prompt, top):
+    """Prompts and --top against one loaded model (loading is covered above)."""
     argv = ["logits", "--model", files["model"], "--prompt", prompt, "--top", str(top)]
-    check_contract([*argv, "--json"], names=("--prompt", "--top"))
+    with mock.patch("theorycheck.models.load_model", _cached_model):
+        check_contract([*argv, "--json"], names=("--prompt", "--top"))
 
 
 @pytest.mark.parametrize("kind", ["empty-dir", "empty-gguf", "half-gguf", "bad-config"])
@@ -601,7 +611,8 @@ def test_convexity_unknown_set_key(key):
 
 @NEEDS_REWRITE
 def test_convexity_report_path_is_checked_before_the_work(files):
-    argv = ["convexity", "sft", "--report", files["batch"], "--json"]
+    argv = ["convexity", "sft", "--report", files["batch"], "--timeout", "0.1"]
+    argv += ["--json"]
     res = check_contract(argv, names=("--report",), expect=2)
     assert res.seconds < 5.0
 

@@ -128,11 +128,14 @@ def save_plot(report: dict, path: str) -> None:
 def run(args: argparse.Namespace) -> int:
     import jax
 
-    from theorycheck.commands._output import check_output_path, emit_json, flag_names
+    from theorycheck._errors import BadInput
+    from theorycheck.commands._output import check_output_path, emit_json
     from theorycheck.losses._audit import audit_batch, check_rules, load_batch
 
-    with flag_names(rules="--rules"):
+    try:
         rules = check_rules([r.strip() for r in args.rules.split(",") if r.strip()])
+    except BadInput as err:
+        raise BadInput(f"--rules {args.rules!r}: {err}") from None
     params = _overrides(args.params, rules)
     if args.plot is not None:
         check_output_path("--plot", args.plot, PLOT_SUFFIXES)

@@ -43,14 +43,15 @@ AUDITABLE = tuple(
 def _read(path: Path) -> dict:
     """The raw fields of a BATCH file (numpy arrays, not yet validated)."""
     if path.suffix == ".npz":
-        data = np.load(path, allow_pickle=False)
-        if not isinstance(data, np.lib.npyio.NpzFile):
-            raise BadInput(
-                f"BATCH {str(path)!r} holds a single array (a .npy file), "
-                f"not an .npz archive of the fields {', '.join(FIELDS)}"
-            )
-        with data:
-            return {k: np.asarray(data[k]) for k in data.files}
+        with open(path, "rb") as fh:  # ours to close, whatever np.load raises
+            data = np.load(fh, allow_pickle=False)
+            if not isinstance(data, np.lib.npyio.NpzFile):
+                raise BadInput(
+                    f"BATCH {str(path)!r} holds a single array (a .npy file), "
+                    f"not an .npz archive of the fields {', '.join(FIELDS)}"
+                )
+            with data:
+                return {k: np.asarray(data[k]) for k in data.files}
     if path.suffix == ".json":
         raw = json.loads(path.read_text())
         if not isinstance(raw, dict):
