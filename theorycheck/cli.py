@@ -20,8 +20,8 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
-from theorycheck import __version__
 from theorycheck._errors import BadInput
+from theorycheck._version import __version__
 
 #: exit status for bad input (argparse uses 2 as well).
 EXIT_BAD_INPUT = 2

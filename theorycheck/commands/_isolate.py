@@ -162,10 +162,8 @@ def _jax_settings() -> dict[str, Any]:
 
 
 def _child_env() -> dict[str, str]:
-    import theorycheck
-
     env = dict(os.environ)
-    root = str(Path(theorycheck.__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])  # the directory above the package
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (root, env.get("PYTHONPATH", "")) if p
     )
@@ -174,9 +172,9 @@ def _child_env() -> dict[str, str]:
 
 def _streams(workdir: Path):
     """(stdout, stderr, live) for the child: files, or our stderr when live."""
-    from theorycheck import _progress
+    from theorycheck._progress import enabled
 
-    if _progress.enabled():
+    if enabled():
         try:
             err_fd = sys.stderr.fileno()
             return err_fd, err_fd, True

@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
 
     from theorycheck._errors import BadInput
     from theorycheck.commands._output import emit_json, flag_names
-    from theorycheck.losses._conventions import check_batch_shape, conventions_report
+    from theorycheck.losses import check_batch_shape, conventions_report
 
     shape = _ints("--batch-shape", args.batch_shape)
     if len(shape) != 3:
