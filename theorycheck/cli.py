@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
         p.add_argument("--json", action="store_true", help="print one JSON object")
         mod.add_arguments(p)
-        p.set_defaults(_run=mod.run)
+        p.set_defaults(_run=mod.run, _parser=p)
     return parser
 
 
@@ -82,7 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # said by the command's parser, so the line names the command
+            args._parser.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as stop:  # --help, --version, or a parse error (printed)
         return stop.code if isinstance(stop.code, int) else EXIT_BAD_INPUT
     try:

@@ -76,10 +76,11 @@ def check_output_path(
     """
     text = os.fspath(path)
     target = Path(text)
-    if suffixes is not None and target.suffix.lower() not in suffixes:
-        raise BadInput(f"{flag} {text!r}: expected a {' or '.join(suffixes)} file")
     if target.is_dir():
         raise BadInput(f"{flag} {text!r} is a directory; expected a file path")
+    if suffixes is not None and target.suffix.lower() not in suffixes:
+        kinds = ", ".join(suffixes[:-1]) + " or " * (len(suffixes) > 1) + suffixes[-1]
+        raise BadInput(f"{flag} {text!r}: expected a {kinds} file")
     parent = target.parent
     if not parent.is_dir():
         raise BadInput(f"{flag} {text!r}: directory {str(parent)!r} does not exist")
