@@ -626,6 +626,14 @@ def test_convexity_at_refuses_a_2d_npy(files):
 
 
 @NEEDS_REWRITE
+def test_convexity_at_refuses_an_unreadable_npy(files):
+    path = files["root"] / "garbage.npy"
+    path.write_bytes(b"garbage")
+    argv = ["convexity", "sft", "--at", str(path), "--sampled", "0", "--json"]
+    check_contract(argv, names=(str(path), "--at"), expect=2)
+
+
+@NEEDS_REWRITE
 def test_convexity_at_reads_whitespace_separated_txt(files):
     path = files["root"] / "z.txt"
     path.write_text("0.5 1\n2\n")
