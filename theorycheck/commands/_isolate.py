@@ -19,8 +19,8 @@ deadline) and returns the value. What the child does is kept off our stdout:
 The value travels back pickled; unpickling accepts only classes of a short list of
 packages (never the user's module: that would run its code in this process).
 
-The child is started with ``python -m theorycheck.commands._isolate DIR`` and reads
-``DIR/call.pkl``; it inherits JAX's ``x64`` and rank-promotion settings from this
+The child is started with ``python -m theorycheck.commands._isolate_child DIR`` and
+reads ``DIR/call.pkl``; it inherits JAX's ``x64`` and rank-promotion settings from this
 process so that the same call gives the same numbers in both.
 
 Examples:
@@ -39,7 +39,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -85,6 +84,9 @@ _SAFE_PACKAGES = frozenset(
         "ml_dtypes",
     }
 )
+
+
+_CHILD = "theorycheck.commands._isolate_child"
 
 
 def user_file(spec: str) -> Path | None:
@@ -246,7 +248,12 @@ def run_isolated(
         out, err, live = _streams(workdir)
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "theorycheck.commands._isolate", str(workdir)],
+                [
+                    sys.executable,
+                    "-m",
+                    "theorycheck.commands._isolate_child",
+                    str(workdir),
+                ],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
@@ -291,68 +298,3 @@ def _outcome(workdir: Path, returncode: int, label: str, live: bool) -> Any:
     if kind == "internal":
         raise RuntimeError(payload)
     raise BadInput(payload)
-
-
-# ----------------------------------------------------------------------------- child
-
-
-def _where(err: BaseException, user_files: Sequence[str]) -> str:
-    frames = traceback.extract_tb(err.__traceback__)
-    mine = [f for f in frames if str(Path(f.filename).resolve()) in set(user_files)]
-    frame = (mine or frames or [None])[-1]
-    if frame is None:
-        return ""
-    return f" (in {frame.name} at {Path(frame.filename).name}:{frame.lineno})"
-
-
-def _describe(err: BaseException, label: str, user_files: Sequence[str]):
-    if isinstance(err, BadInput):
-        return "bad", str(err)
-    if isinstance(err, SystemExit):
-        return "bad", f"{label}: called sys.exit({err.code!r})"
-    if isinstance(err, KeyboardInterrupt):
-        return "bad", f"{label}: interrupted"
-    text = str(err).strip().splitlines()
-    first = text[0] if text else ""
-    if len(first) > 240:
-        first = first[:237] + "..."
-    return "bad", (
-        f"{label} raised {type(err).__name__}"
-        + (f": {first}" if first else "")
-        + _where(err, user_files)
-    )
-
-
-def _call(workdir: Path) -> tuple[str, Any]:
-    try:
-        call = pickle.loads((workdir / "call.pkl").read_bytes())
-    except Exception as err:
-        return "internal", f"the isolated call cannot be read: {err!r}"
-    if call["jax"]:
-        import jax
-
-        for key, value in call["jax"].items():
-            jax.config.update(key, value)
-    try:
-        value = ("ok", call["fn"](*call["args"], **call["kwargs"]))
-    except BaseException as err:  # the user's code: every way out is reported
-        value = _describe(err, call["label"], call["user_files"])
-    try:
-        pickle.dumps(value)
-    except Exception as err:
-        return "internal", f"{call['label']}: the result cannot be sent back: {err}"
-    return value
-
-
-def _child(workdir: Path) -> None:
-    blob = pickle.dumps(_call(workdir))
-    tmp = workdir / "result.tmp"
-    tmp.write_bytes(blob)
-    tmp.replace(workdir / "result.pkl")
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)  # no atexit hooks of the user's code
-
-
-if __name__ == "__main__":
-    _child(Path(sys.argv[1]))
