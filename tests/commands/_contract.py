@@ -16,7 +16,25 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
 from theorycheck.cli import main
+
+#: hypothesis settings of the fuzz tests (explicit: the suite's CI budget).
+FUZZ = settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+#: odd text: any code point, a lone surrogate (a non-UTF-8 argv byte), NUL, newline.
+ODD_TEXT = st.text(
+    st.characters(exclude_categories=("Cs",)) | st.sampled_from("\udc80\x00\n"),
+    max_size=12,
+)
+ODD_NUMBERS = st.sampled_from(
+    ["nan", "inf", "-inf", "1e308", "1e999", "-1e308", "5e-324", "1e-320", "-0"]
+)
 
 #: a run slower than this breaks the "bounded" promise (generous: shared CPUs).
 TIME_LIMIT_S = 120.0
