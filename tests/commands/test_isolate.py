@@ -55,6 +55,9 @@ USER = textwrap.dedent(
 
     def give_function():
         return chatty
+
+    def give_record():
+        return {"loss": chatty, "name": "chatty", "v": [1.5]}
     """
 )
 
@@ -143,9 +146,9 @@ def test_an_exception_names_the_user_frame(user, capsys):
     assert capsys.readouterr().err == ""  # the failed child's output is dropped
 
 
-def test_a_result_holding_user_code_is_refused(user):
-    with pytest.raises(RuntimeError, match="cannot be (sent|read) back"):
-        _run(user, "give_function")
+def test_user_code_in_a_result_comes_back_as_none(user):
+    assert _run(user, "give_function") is None
+    assert _run(user, "give_record") == {"loss": None, "name": "chatty", "v": [1.5]}
 
 
 @pytest.mark.parametrize("deadline", [0.0, -1.0, float("nan"), float("inf")])

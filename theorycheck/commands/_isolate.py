@@ -16,8 +16,11 @@ deadline) and returns the value. What the child does is kept off our stdout:
   where it was raised (the innermost frame in one of ``user_files`` when there is
   one); a :class:`BadInput` raised in the child keeps its own message.
 
-The value travels back pickled; unpickling accepts only classes of a short list of
-packages (never the user's module: that would run its code in this process).
+The value travels back pickled, without the user's code: a function or class of the
+user's files inside it comes back as ``None`` (so code that needs the user's function,
+such as a report that evaluates the loss, runs inside the same isolated call);
+unpickling accepts only classes of a short list of packages (never the user's module:
+that would run its code in this process).
 
 The child is started with ``python -m theorycheck.commands._isolate_child DIR`` and
 reads ``DIR/call.pkl``; it inherits JAX's ``x64`` and rank-promotion settings from this
@@ -151,6 +154,9 @@ class _SafeUnpickler(pickle.Unpickler):
         if module.split(".")[0] not in _SAFE_PACKAGES:
             raise pickle.UnpicklingError(f"refusing {module}.{name}")
         return super().find_class(module, name)
+
+    def persistent_load(self, pid: Any) -> None:
+        return None  # the user's code, left in the child (_isolate_child.USER_CODE)
 
 
 def _jax_settings() -> dict[str, Any]:

@@ -2,16 +2,20 @@
 with a work directory runs the pickled call in ``DIR/call.pkl`` and writes
 ``DIR/result.pkl``: ``("ok", value)`` or ``("bad", one-line message)`` for every way the
 call can end (an exception, ``sys.exit``), ``("internal", message)`` when the call or
-its result cannot be (un)pickled. It then leaves with ``os._exit`` (no atexit hooks
-of the user's code).
+its result cannot be (un)pickled. The user's code never travels back: a function or
+class of the user's files inside the result is sent as a marker that the parent reads
+as ``None`` (a result may carry the resolved loss; the parent must not run it). The
+child then leaves with ``os._exit`` (no atexit hooks of the user's code).
 """
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import sys
 import traceback
+import types
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -46,11 +50,42 @@ def _describe(err: BaseException, label: str, user_files: Sequence[str]):
     )
 
 
-def _call(workdir: Path) -> tuple[str, Any]:
+#: the persistent id that stands for a piece of user code in a result.
+USER_CODE = "user code"
+
+
+class _Pickler(pickle.Pickler):
+    """Pickles a result with the user's code left out: a function or class defined
+    in one of ``user_files`` (or in a module this process cannot import by name)
+    becomes a persistent id that the parent reads back as ``None``."""
+
+    def __init__(self, file, user_files: Sequence[str]) -> None:
+        super().__init__(file)
+        self.user_files = frozenset(user_files)
+
+    def persistent_id(self, obj: Any) -> str | None:
+        if isinstance(obj, types.ModuleType):
+            return USER_CODE if obj.__name__ not in sys.modules else None
+        if isinstance(obj, types.FunctionType):
+            if str(Path(obj.__code__.co_filename).resolve()) in self.user_files:
+                return USER_CODE
+        if isinstance(obj, (types.FunctionType, type)):
+            if sys.modules.get(getattr(obj, "__module__", "") or "") is None:
+                return USER_CODE
+        return None
+
+
+def _dumps(value: Any, user_files: Sequence[str]) -> bytes:
+    buffer = io.BytesIO()
+    _Pickler(buffer, user_files).dump(value)
+    return buffer.getvalue()
+
+
+def _call(workdir: Path) -> bytes:
     try:
         call = pickle.loads((workdir / "call.pkl").read_bytes())
     except Exception as err:
-        return "internal", f"the isolated call cannot be read: {err!r}"
+        return pickle.dumps(("internal", f"the isolated call cannot be read: {err!r}"))
     if call["jax"]:
         import jax
 
@@ -61,14 +96,14 @@ def _call(workdir: Path) -> tuple[str, Any]:
     except BaseException as err:  # the user's code: every way out is reported
         value = _describe(err, call["label"], call["user_files"])
     try:
-        pickle.dumps(value)
+        return _dumps(value, call["user_files"])
     except Exception as err:
-        return "internal", f"{call['label']}: the result cannot be sent back: {err}"
-    return value
+        message = f"{call['label']}: the result cannot be sent back: {err}"
+        return pickle.dumps(("internal", message))
 
 
 def _child(workdir: Path) -> None:
-    blob = pickle.dumps(_call(workdir))
+    blob = _call(workdir)
     tmp = workdir / "result.tmp"
     tmp.write_bytes(blob)
     tmp.replace(workdir / "result.pkl")

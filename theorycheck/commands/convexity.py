@@ -79,10 +79,23 @@ def _logits(text: str) -> np.ndarray:
         ) from None
 
 
+def _check_and_report(spec: str, report: str | None, **kwargs):
+    """The check and its report in one call (one isolated child for a user file:
+    the report evaluates the loss, and the user's code never leaves the child)."""
+    from theorycheck.convexity import check_convexity
+
+    result = check_convexity(spec, **kwargs)
+    if report:
+        from theorycheck.convexity._report import write_report
+
+        write_report(result, spec, report)
+    return result
+
+
 def run(args) -> int:
     from theorycheck.commands._isolate import caller_for
     from theorycheck.commands._output import emit_json
-    from theorycheck.convexity import check_convexity, local_check
+    from theorycheck.convexity import local_check
 
     params = _params(args.params)
     if args.timeout <= 0:
@@ -111,12 +124,13 @@ def run(args) -> int:
         raise BadInput("--sampled is only used with --at")
     vocab = tuple(args.vocab or (3,))
     result = call(
-        check_convexity, args.spec, vocab=vocab, params=params, timeout_s=args.timeout
+        _check_and_report,
+        args.spec,
+        args.report,
+        vocab=vocab,
+        params=params,
+        timeout_s=args.timeout,
     )
-    if args.report:
-        from theorycheck.convexity._report import write_report
-
-        call(write_report, result, args.spec, args.report)
     if args.json:
         emit_json(result.to_json())
         return 0
