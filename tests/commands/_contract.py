@@ -11,6 +11,7 @@ import contextlib
 import io
 import json
 import math
+import os
 import time
 import traceback
 from collections.abc import Sequence
@@ -21,9 +22,10 @@ from hypothesis import strategies as st
 
 from theorycheck.cli import main
 
-#: hypothesis settings of the fuzz tests (explicit: the suite's CI budget).
+#: hypothesis settings of the fuzz tests: 10 examples each keeps the suite in the CI
+#: budget; ``THEORYCHECK_FUZZ_EXAMPLES=200`` fuzzes deeper locally.
 FUZZ = settings(
-    max_examples=10,
+    max_examples=int(os.environ.get("THEORYCHECK_FUZZ_EXAMPLES", "10")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
