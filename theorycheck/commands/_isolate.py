@@ -188,8 +188,8 @@ def _streams(workdir: Path):
             return err_fd, err_fd, True
         except (AttributeError, OSError, io.UnsupportedOperation):
             pass
-    out = open(workdir / "stdout.txt", "wb")  # noqa: SIM115 (closed by the caller)
-    err = open(workdir / "stderr.txt", "wb")  # noqa: SIM115
+    out = open(workdir / "stdout.txt", "wb")  # closed by the caller once started
+    err = open(workdir / "stderr.txt", "wb")
     return out, err, False
 
 
@@ -254,12 +254,7 @@ def run_isolated(
         out, err, live = _streams(workdir)
         try:
             proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "theorycheck.commands._isolate_child",
-                    str(workdir),
-                ],
+                [sys.executable, "-m", _CHILD, str(workdir)],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
