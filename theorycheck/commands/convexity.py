@@ -79,17 +79,34 @@ def _logits(text: str) -> np.ndarray:
         ) from None
 
 
+def _check_and_report(spec: str, report: str | None, **kwargs):
+    """The check and its report in one call (one isolated child for a user file:
+    the report evaluates the loss, and the user's code never leaves the child)."""
+    from theorycheck.convexity import check_convexity
+
+    result = check_convexity(spec, **kwargs)
+    if report:
+        from theorycheck.convexity._report import write_report
+
+        write_report(result, spec, report)
+    return result
+
+
 def run(args) -> int:
-    from theorycheck.cli import emit_json
-    from theorycheck.convexity import check_convexity, local_check
+    from theorycheck.commands._isolate import caller_for
+    from theorycheck.commands._output import emit_json
+    from theorycheck.convexity import local_check
 
     params = _params(args.params)
     if args.timeout <= 0:
         raise BadInput(f"--timeout {args.timeout}: must be > 0")
+    call = caller_for(args.spec, args.timeout)  # user files: isolated, deadline
     if args.at is not None:
         if args.sampled is None:
             raise BadInput("--at needs --sampled K")
-        out = local_check(args.spec, _logits(args.at), args.sampled, params=params)
+        out = call(
+            local_check, args.spec, _logits(args.at), args.sampled, params=params
+        )
         obj = {
             "loss": out["loss"],
             "min_eigenvalue": out["min_eigenvalue"],
@@ -106,13 +123,14 @@ def run(args) -> int:
     if args.sampled is not None:
         raise BadInput("--sampled is only used with --at")
     vocab = tuple(args.vocab or (3,))
-    result = check_convexity(
-        args.spec, vocab=vocab, params=params, timeout_s=args.timeout
+    result = call(
+        _check_and_report,
+        args.spec,
+        args.report,
+        vocab=vocab,
+        params=params,
+        timeout_s=args.timeout,
     )
-    if args.report:
-        from theorycheck.convexity._report import write_report
-
-        write_report(result, args.spec, args.report)
     if args.json:
         emit_json(result.to_json())
         return 0

@@ -18,7 +18,7 @@ from theorycheck.losses._audit import (
     synthetic_batch,
     validate_batch,
 )
-from theorycheck.losses._conventions import conventions_report
+from theorycheck.losses._conventions import check_batch_shape, conventions_report
 from theorycheck.losses._gspo import gspo_sequence_loss
 from theorycheck.losses._lco import estimate_vocab_adv
 from theorycheck.losses._params import get_rule, parse_assignments, resolve_params
@@ -44,6 +44,7 @@ __all__ = [
     "Reduction",
     "audit_batch",
     "check_rules",
+    "check_batch_shape",
     "conventions_report",
     "dr_grpo_advantages",
     "estimate_vocab_adv",
