@@ -83,6 +83,24 @@ def _is_rational(f1: sp.Expr, f2: sp.Expr, p: sp.Symbol) -> bool:
     return not any(p in a.free_symbols for v in values for a in v.atoms(sp.exp, sp.log))
 
 
+def _region(f1: sp.Expr, f2: sp.Expr, p: sp.Symbol):
+    """``(condition text, validated segments or None)``: ``solveset`` when f', f'' are
+    rational in ``p``, validated interval regions otherwise."""
+    segments = None
+    if _is_rational(f1, f2, p):
+        region3 = solved_region(symbolic.sampled_token_condition(f1, f2, p, 3), p)
+        region2 = solved_region(symbolic.sampled_token_condition(f1, f2, p, 2), p)
+    else:
+        found = validated_region(f1, f2, p)
+        region3, region2, segments = found if found is not None else (None, None, None)
+    if region3 is None:
+        return None, segments
+    condition = f"{region3} (V >= 3)"
+    if region2 is not None and region2 != region3:
+        condition += f"; {region2} (V = 2)"
+    return condition, segments
+
+
 def sampled_token(fit: symbolic.SampledTokenFit, timeout_ms: int) -> StructureResult:
     """Decides the sampled-token theorem's conditions and states the convex region.
 
@@ -104,23 +122,7 @@ def sampled_token(fit: symbolic.SampledTokenFit, timeout_ms: int) -> StructureRe
         if cert is not None:
             certs.append(cert)
     proved = all(r.status == "proved" for r in results.values())
-    condition, segments = None, None
-    if proved:
-        condition = "always"
-    elif _is_rational(f1, f2, p):
-        region3 = solved_region(symbolic.sampled_token_condition(f1, f2, p, 3), p)
-        region2 = solved_region(symbolic.sampled_token_condition(f1, f2, p, 2), p)
-        if region3 is not None:
-            condition = f"{region3} (V >= 3)"
-            if region2 is not None and region2 != region3:
-                condition += f"; {region2} (V = 2)"
-    else:
-        found = validated_region(f1, f2, p)
-        if found is not None:
-            region3, region2, segments = found
-            condition = f"{region3} (V >= 3)"
-            if region2 != region3:
-                condition += f"; {region2} (V = 2)"
+    condition, segments = ("always", None) if proved else _region(f1, f2, p)
     detail = (
         f"sampled-token family f(log pi_k): f' = {_short(f1)}, "
         f"f'' = {_short(f2)}; "
