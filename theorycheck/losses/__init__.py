@@ -20,6 +20,7 @@ from theorycheck.losses._audit import (
 from theorycheck.losses._conventions import conventions_report
 from theorycheck.losses._gspo import gspo_sequence_loss
 from theorycheck.losses._lco import estimate_vocab_adv
+from theorycheck.losses._params import check_rule_value, parse_assignments
 from theorycheck.losses._presets import PRESETS, Preset
 from theorycheck.losses._reductions import (
     MODES,
@@ -41,12 +42,14 @@ __all__ = [
     "Preset",
     "Reduction",
     "audit_batch",
+    "check_rule_value",
     "conventions_report",
     "dr_grpo_advantages",
     "estimate_vocab_adv",
     "grpo_advantages",
     "gspo_sequence_loss",
     "load_batch",
+    "parse_assignments",
     "reduction_weights",
     "rloo_advantages",
     "sequence_gradient_norms",
