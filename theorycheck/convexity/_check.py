@@ -162,6 +162,12 @@ def _symbolic_stages(resolved, spec, params, inputs, vocab, timeout_s):
                     )
                 )
                 continue
+            if out.failed:  # the same translation would fail again
+                detail = "the symbolic translation failed (see above)"
+                records.append(
+                    MethodResult(f"z3 V={v}", Status.SKIPPED, detail, st.Stage.FORMAL)
+                )
+                continue
             frec, fout = st.formal_stage(derive_fn, v, budget, timeout_ms, timed_out)
             if frec.status is Status.REFUTED and not any(
                 r.counterexample for r in records

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from theorycheck._errors import BadInput
 from theorycheck.convexity import _search
 from theorycheck.convexity._budget import Deadline, StageTimeout
 from theorycheck.convexity._invariance import (
@@ -50,6 +51,7 @@ class StructureOutcome:
     fit: Any = None
     witness: tuple[Fraction, str] | None = None
     timed_out: bool = False
+    failed: bool = False
 
 
 def _structure_job(spec: str, params, sampled: int, timeout_ms: int):
@@ -95,6 +97,12 @@ def structure_stage(
         detail = timed_out_detail(budget, factor)
         rec = MethodResult("structure", Status.UNKNOWN, detail, Stage.STRUCTURE)
         return rec, StructureOutcome({}, timed_out=True)
+    except BadInput:
+        raise
+    except Exception as err:  # the translation of the user's code; numeric stages go on
+        detail = f"translation failed ({type(err).__name__}: {err}); numeric only"
+        rec = MethodResult("symbolic", Status.SKIPPED, detail, Stage.STRUCTURE)
+        return rec, StructureOutcome({}, failed=True)
     status = Status(struct.status)
     claim = {Status.PROVED: Scope.every(2), Status.REFUTED: Scope.every(3)}
     rec = MethodResult(
