@@ -87,16 +87,23 @@ def sanity_check(loss, vocab: int, sampled: int, inputs) -> None:
     Raises:
         BadInput: naming what went wrong.
     """
+    from jax.experimental import checkify
+
     z = np.linspace(-1.0, 1.0, vocab)
+    checked = checkify.checkify(
+        lambda x: loss(x, sampled, **inputs), errors=checkify.index_checks
+    )
     try:
         with jax.enable_x64(True):
-            out = jax.jit(lambda x: loss(x, sampled, **inputs))(
-                jnp.asarray(z, jnp.float64)
-            )
+            err, out = jax.jit(checked)(jnp.asarray(z, jnp.float64))
     except BadInput:
         raise
     except Exception as err:  # the user's function: report whatever it raised
         raise BadInput(f"the loss raised {type(err).__name__}: {err}") from err
+    if err.get() is not None:  # JAX would clamp or fill the index silently
+        raise BadInput(
+            f"the loss indexes out of range at V = {vocab}: {err.get().strip()}"
+        )
     _check_output(out, "")
     if not bool(jnp.isfinite(out)):
         raise BadInput(f"the loss is not finite ({float(out)}) at logits {z}")

@@ -99,6 +99,11 @@ def structure_stage(
         return rec, StructureOutcome({}, timed_out=True)
     except BadInput:
         raise
+    except IndexError as err:  # JAX clamps (or fills) an out-of-range index silently
+        raise BadInput(
+            f"the loss indexes out of range (IndexError: {err}); JAX would clamp or "
+            "fill the index silently"
+        ) from err
     except Exception as err:  # the translation of the user's code; numeric stages go on
         detail = f"translation failed ({type(err).__name__}: {err}); numeric only"
         rec = MethodResult("symbolic", Status.SKIPPED, detail, Stage.STRUCTURE)

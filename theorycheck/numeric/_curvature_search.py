@@ -10,7 +10,8 @@ Minimises the smallest eigenvalue of the logit Hessian over the logits,
 (Hellmann-Feynman: :math:`x` the current unit eigenvector), by normalised gradient steps
 from random starts in two regimes:
 
-* ``"interior"``: logits :math:`\sim \mathcal N(0, \sigma^2)`, kept in :math:`[-3, 3]`;
+* ``"interior"``: logits :math:`\sim \mathcal N(0, \sigma^2)`, kept in :math:`[-3, 3]`
+  (the first start is :math:`z = 0`: a moderate point in every run);
 * ``"boundary"``: logits in :math:`[-30, 30]`, some tokens pushed to the box edges and
   :math:`\log\pi_k - \log(1-\pi_k)` drawn uniformly in :math:`[-30, 10]`, so that
   probabilities of :math:`10^{-6}` to :math:`10^{-13}` occur.
