@@ -127,7 +127,9 @@ def _print(result) -> None:
         print(f"  why unknown: {result.reason}")
     print(f"  params: {_params_text(result.params)}")
     if result.condition:
-        label = "convex where" if result.verdict != "unknown" else "region (not proved)"
+        label = (
+            "convex where" if result.verdict != "unknown" else "convex iff (undecided)"
+        )
         print(f"  {label}: {result.condition}")
     for m in result.methods:
         print(f"  [{m['status']}] {m['method']}: {m['detail']}")

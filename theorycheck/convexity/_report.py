@@ -103,8 +103,13 @@ def _plot(result: ConvexityResult, path: pathlib.Path) -> str:
         z = np.asarray(ce["logits"])
         pk = float(np.exp(z[ce["sampled"]] - np.logaddexp.reduce(z)))
         ax.axvline(pk, color="black", linestyle=":", linewidth=1.2)
+        y = float(np.interp(pk, x, np.nan_to_num(lam)))  # lambda_min on the slice
         ax.plot(
-            [pk], [0.0], "kx", markersize=9, label=f"counterexample, V = {ce['vocab']}"
+            [pk],
+            [y],
+            "kx",
+            markersize=9,
+            label=f"counterexample at pi_k = {pk:.3g}, V = {ce['vocab']}",
         )
     ax.axhline(0.0, color="black", linewidth=0.8)
     values = np.concatenate([lam] + list(curves.values()))
