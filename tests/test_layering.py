@@ -60,8 +60,6 @@ ALLOWED: set[tuple[str, str]] = {
     # emit_json/to_jsonable still live in cli.py (moving to commands/)
     *{(f"theorycheck.commands.{c}", "theorycheck.cli") for c in _COMMANDS},
     # convexity/ and commands/convexity.py reach into private modules
-    ("theorycheck.commands.convexity", "theorycheck.convexity._report"),
-    ("theorycheck.convexity._check", "theorycheck.numeric._hessian"),
     ("theorycheck.convexity._structural", "theorycheck.symbolic._derive"),
 }
 

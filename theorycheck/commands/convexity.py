@@ -162,7 +162,7 @@ def run(args) -> int:
         timeout_s=args.timeout,
     )
     if report is not None:
-        from theorycheck.convexity._report import write_report
+        from theorycheck.convexity import write_report
 
         write_report(result, report)
     if args.json:

@@ -294,7 +294,7 @@ def local_check(spec: str, logits, sampled: int, *, params=None) -> dict[str, An
         BadInput: bad logits or ``sampled``, a bad parameter, or a loss (or Hessian)
             that is not finite at the point.
     """
-    from theorycheck.numeric._hessian import min_eigenvalue
+    from theorycheck.numeric import min_eigenvalue
 
     resolved = resolve(spec)
     z = np.asarray(logits, dtype=np.float64)
