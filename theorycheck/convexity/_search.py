@@ -114,39 +114,39 @@ def _starts(seed, vocab, sampled, num):
 
 
 def _relative(hs: np.ndarray):
-    """``(lambda_min, lambda_min / max(1, ||H||), eigenvector)`` per Hessian (non-finite
-    Hessians get +inf)."""
+    """``(lambda_min, max(1, ||H||), eigenvector)`` per Hessian (a non-finite Hessian
+    gets lambda_min = +inf)."""
     finite = np.all(np.isfinite(hs), axis=(1, 2))
     vals, vecs = np.linalg.eigh(np.where(finite[:, None, None], hs, 0.0))
     lam = np.where(finite, vals[:, 0], np.inf)
     scale = np.maximum(1.0, np.max(np.abs(vals), axis=1))
-    return lam, lam / scale, vecs[:, :, 0]
+    return lam, scale, vecs[:, :, 0]
 
 
 def _refine_fn(f, refine_steps):
+    """Rayleigh-quotient descent from a batch of starts; per start the best point:
+    ``(lambda_min, ||H||, logits, eigenvector)`` (no second Hessian pass needed)."""
+
     def rayleigh(z, u):
         return jnp.dot(u, jax.jvp(jax.grad(f), (z,), (u,))[1])
 
     def step(carry, _):
-        z, u, best_val, best_z, best_u = carry
+        z, u, best = carry
         g = jax.grad(rayleigh)(z, u)
         z = jnp.clip(z - 0.5 * g / (jnp.linalg.norm(g) + 1e-30), -40.0, 40.0)
         w, s = jnp.linalg.eigh(jax.hessian(f)(z))
-        ok = jnp.isfinite(w[0]) & (w[0] < best_val)
+        ok = jnp.isfinite(w[0]) & jnp.all(jnp.isfinite(w)) & (w[0] < best[0])
         u = jnp.where(jnp.all(jnp.isfinite(s[:, 0])), s[:, 0], u)
-        return (
-            z,
-            u,
-            jnp.where(ok, w[0], best_val),
-            jnp.where(ok, z, best_z),
-            jnp.where(ok, s[:, 0], best_u),
-        ), None
+        new = (w[0], jnp.max(jnp.abs(w)), z, s[:, 0])
+        best = jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, best)
+        return (z, u, best), None
 
     @jax.jit
     @jax.vmap
-    def refine(z, u, val):
-        out, _ = jax.lax.scan(step, (z, u, val, z, u), None, length=refine_steps)
-        return out[3], out[4]
+    def refine(z, u, val, scale):
+        init = (z, u, (val, scale, z, u))
+        (_, _, best), _ = jax.lax.scan(step, init, None, length=refine_steps)
+        return best
 
     return refine
 
@@ -194,17 +194,19 @@ def search(
         f = _bind(loss, sampled, inputs)
         hess = jax.jit(jax.vmap(jax.hessian(f)))
         zs = np.asarray(_starts(seed, vocab, sampled, num_starts), np.float64)
-        lam, rel, vecs = _relative(np.asarray(hess(jnp.asarray(zs))))
+        lam, scale, vecs = _relative(np.asarray(hess(jnp.asarray(zs))))
+        rel = lam / scale
         order = np.argsort(rel)[:8]
-        zs_r, us_r = (
+        lam_r, scale_r, zs_r, vecs_r = (
             np.asarray(t)
             for t in _refine_fn(f, refine_steps)(
                 jnp.asarray(zs[order]),
                 jnp.asarray(vecs[order]),
                 jnp.asarray(lam[order]),
+                jnp.asarray(scale[order]),
             )
         )
-        lam_r, rel_r, vecs_r = _relative(np.asarray(hess(jnp.asarray(zs_r))))
+        rel_r = lam_r / np.maximum(1.0, scale_r)
     count = len(zs) + len(order) * refine_steps
     pool = [(rel_r[i], zs_r[i], vecs_r[i]) for i in range(len(zs_r))]
     pool += [(rel[i], zs[i], vecs[i]) for i in range(len(zs))]
