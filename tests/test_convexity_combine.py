@@ -136,3 +136,14 @@ def test_enums_serialise_as_plain_strings():
     rec = z3(3, Status.PROVED)
     assert rec.to_json() == {"method": "z3 V=3", "status": "proved", "detail": "d"}
     assert Verdict.NOT_CONVEX == "not_convex" and f"{Verdict.CONVEX}" == "convex"
+
+
+def test_result_families_are_enum_members():
+    from theorycheck.convexity import ConvexityResult, Family
+
+    res = ConvexityResult("x", Verdict.CONVEX, "", [], None, None, {})
+    assert res.families == ()
+    res.family = "cross_entropy+regression"
+    assert res.families == (Family.CROSS_ENTROPY, Family.REGRESSION)
+    res.family = "sampled_token+affine"  # a name the enum does not know: kept as text
+    assert res.families == (Family.SAMPLED_TOKEN, "affine")

@@ -30,8 +30,15 @@ def _json(capsys, *argv, code=0):
     return json.loads(out)
 
 
-def test_convexity_json_contract_for_a_proof(capsys):
-    out = _json(capsys, "sft")
+def test_convexity_json_contract_for_a_proof(capsys, monkeypatch):
+    monkeypatch.setenv("THEORYCHECK_PROGRESS", "1")  # stage lines on stderr only
+    assert main(["convexity", "sft", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.count("\n") == 1
+    out = json.loads(captured.out)
+    stages = captured.err.splitlines()
+    assert any(line.startswith("theorycheck: structure") for line in stages)
+    assert any(line.startswith("theorycheck: numeric search") for line in stages)
     assert set(out) == KEYS
     assert out["verdict"] == "convex" and out["counterexample"] is None
     assert out["reason"] is None and out["params"] == {}

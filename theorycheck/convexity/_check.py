@@ -28,7 +28,7 @@ from theorycheck.convexity import _stages as st
 from theorycheck.convexity._budget import Deadline
 from theorycheck.convexity._combine import combine
 from theorycheck.convexity._resolve import ResolvedLoss, build_inputs, resolve
-from theorycheck.convexity._types import MethodResult, Scope, Status, Verdict
+from theorycheck.convexity._types import Family, MethodResult, Scope, Status, Verdict
 
 __all__ = ["ConvexityResult", "check_convexity", "local_check", "sanity_check"]
 
@@ -57,6 +57,14 @@ class ConvexityResult:
     reason: str | None = None
     resolved: ResolvedLoss | None = None
     settings: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    @property
+    def families(self) -> tuple[Family | str, ...]:
+        """The structural family names (``Family`` members; a name the enum does not
+        know yet is kept as text)."""
+        names = self.family.split("+") if self.family else []
+        known = {f.value for f in Family}
+        return tuple(Family(n) if n in known else n for n in names)
 
     def to_json(self) -> dict[str, Any]:
         return {
