@@ -28,6 +28,7 @@ from theorycheck.convexity import _stages as st
 from theorycheck.convexity._budget import Deadline
 from theorycheck.convexity._combine import combine
 from theorycheck.convexity._resolve import ResolvedLoss, build_inputs, resolve
+from theorycheck.convexity._sanity import sanity_check, shape_check
 from theorycheck.convexity._types import Family, MethodResult, Scope, Status, Verdict
 
 __all__ = ["ConvexityResult", "check_convexity", "local_check", "sanity_check"]
@@ -77,57 +78,6 @@ class ConvexityResult:
             "counterexample": self.counterexample,
             "condition": self.condition,
         }
-
-
-def _check_output(out, where: str) -> None:
-    if out.shape != ():
-        raise BadInput(f"the loss returns shape {tuple(out.shape)}, not a scalar")
-    if not jnp.issubdtype(out.dtype, jnp.floating):
-        raise BadInput(
-            f"the loss returns dtype {out.dtype}, not a real floating-point scalar"
-            + where
-        )
-
-
-def sanity_check(loss, vocab: int, sampled: int, inputs) -> None:
-    """Evaluates the loss once: it must run and return one finite real scalar.
-
-    Raises:
-        BadInput: naming what went wrong.
-    """
-    from jax.experimental import checkify
-
-    z = np.linspace(-1.0, 1.0, vocab)
-    checked = checkify.checkify(
-        lambda x: loss(x, sampled, **inputs), errors=checkify.index_checks
-    )
-    try:
-        with jax.enable_x64(True):
-            err, out = jax.jit(checked)(jnp.asarray(z, jnp.float64))
-    except BadInput:
-        raise
-    except Exception as err:  # the user's function: report whatever it raised
-        raise BadInput(f"the loss raised {type(err).__name__}: {err}") from err
-    if err.get() is not None:  # JAX would clamp or fill the index silently
-        raise BadInput(
-            f"the loss indexes out of range at V = {vocab}: {err.get().strip()}"
-        )
-    _check_output(out, "")
-    if not bool(jnp.isfinite(out)):
-        raise BadInput(f"the loss is not finite ({float(out)}) at logits {z}")
-
-
-def _shape_check(loss, vocab: int, sampled: int, inputs) -> None:
-    """Traces the loss once (no compilation): it must run and return a real scalar."""
-    try:
-        with jax.enable_x64(True):
-            out = jax.eval_shape(
-                lambda x: loss(x, sampled, **inputs),
-                jax.ShapeDtypeStruct((vocab,), jnp.float64),
-            )
-    except Exception as err:  # the user's function: report whatever it raised
-        raise BadInput(f"the loss raised {type(err).__name__}: {err}") from err
-    _check_output(out, "")
 
 
 def _check_args(vocab, timeout_s: float, num_starts: int) -> None:
@@ -312,7 +262,7 @@ def local_check(spec: str, logits, sampled: int, *, params=None) -> dict[str, An
         raise BadInput(f"--sampled {sampled} is out of range for V = {z.size}")
     built = build_inputs(resolved, dict(params or {}), z.size, sampled, exact=False)
     numeric = built.numeric
-    _shape_check(resolved.loss, z.size, sampled, numeric)
+    shape_check(resolved.loss, z.size, sampled, numeric)
     with jax.enable_x64(True):
         value = float(resolved.loss(jnp.asarray(z), sampled, **numeric))
     if not math.isfinite(value):

@@ -1,0 +1,63 @@
+"""The loss must run: one finite real scalar, no out-of-range index (bad input
+otherwise, one line naming what went wrong)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from theorycheck._errors import BadInput
+
+__all__ = ["sanity_check", "shape_check"]
+
+
+def _check_output(out, where: str) -> None:
+    if out.shape != ():
+        raise BadInput(f"the loss returns shape {tuple(out.shape)}, not a scalar")
+    if not jnp.issubdtype(out.dtype, jnp.floating):
+        raise BadInput(
+            f"the loss returns dtype {out.dtype}, not a real floating-point scalar"
+            + where
+        )
+
+
+def sanity_check(loss, vocab: int, sampled: int, inputs) -> None:
+    """Evaluates the loss once: it must run and return one finite real scalar.
+
+    Raises:
+        BadInput: naming what went wrong.
+    """
+    from jax.experimental import checkify
+
+    z = np.linspace(-1.0, 1.0, vocab)
+    checked = checkify.checkify(
+        lambda x: loss(x, sampled, **inputs), errors=checkify.index_checks
+    )
+    try:
+        with jax.enable_x64(True):
+            err, out = jax.jit(checked)(jnp.asarray(z, jnp.float64))
+    except BadInput:
+        raise
+    except Exception as err:  # the user's function: report whatever it raised
+        raise BadInput(f"the loss raised {type(err).__name__}: {err}") from err
+    if err.get() is not None:  # JAX would clamp or fill the index silently
+        raise BadInput(
+            f"the loss indexes out of range at V = {vocab}: {err.get().strip()}"
+        )
+    _check_output(out, "")
+    if not bool(jnp.isfinite(out)):
+        raise BadInput(f"the loss is not finite ({float(out)}) at logits {z}")
+
+
+def shape_check(loss, vocab: int, sampled: int, inputs) -> None:
+    """Traces the loss once (no compilation): it must run and return a real scalar."""
+    try:
+        with jax.enable_x64(True):
+            out = jax.eval_shape(
+                lambda x: loss(x, sampled, **inputs),
+                jax.ShapeDtypeStruct((vocab,), jnp.float64),
+            )
+    except Exception as err:  # the user's function: report whatever it raised
+        raise BadInput(f"the loss raised {type(err).__name__}: {err}") from err
+    _check_output(out, "")
