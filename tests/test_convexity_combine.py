@@ -83,9 +83,13 @@ def test_restricted_proof_does_not_conflict_with_a_counterexample_elsewhere():
     recs = [structure(), invariance(False), search(5)]
     out = combine(recs, Scope.of(3, 5))
     assert out.verdict is Verdict.NOT_CONVEX and str(out.scope) == "V = 5"
-    assert not [
-        m for m in out.methods if m.status is Status.CONFLICT and "proved" in m.detail
+    assert not [m for m in out.methods if m.status is Status.CONFLICT]
+    notes = [m.detail for m in out.methods if m.method == "consistency"]
+    assert notes == [
+        "the structure's region (always) holds at V in {3, 4} only; not reported "
+        "beside the counterexample at V = 5"
     ]
+    assert out.condition is None
 
 
 def test_structural_refutation_scope_follows_invariance():

@@ -84,6 +84,28 @@ def _conflicts(proofs, refuted: Scope, invariant: bool, refs) -> list[MethodResu
     return out
 
 
+def _always_record(records, condition: str, refuted: Scope, invariant: bool):
+    """Why an ``always`` region is dropped beside a counterexample: a contradiction
+    when the structure's scope contains a refuted V, else a note on its scope."""
+    struct = next((r for r in records if r.stage is Stage.STRUCTURE), None)
+    where = _effective(struct, invariant) if struct is not None else Scope()
+    if not where or where.meets(refuted):
+        return MethodResult(
+            "consistency",
+            Status.CONFLICT,
+            f"the structure's region ({condition}) contradicts a re-checked "
+            f"counterexample at {refuted}: no region is reported",
+            Stage.CONSISTENCY,
+        )
+    return MethodResult(
+        "consistency",
+        Status.NOTE,
+        f"the structure's region ({condition}) holds at {where} only; not reported "
+        f"beside the counterexample at {refuted}",
+        Stage.CONSISTENCY,
+    )
+
+
 def _unknown_reason(records: Sequence[MethodResult], kinks: bool, proofs) -> str:
     parts = []
     if proofs and kinks:
@@ -135,15 +157,7 @@ def combine(records: Sequence[MethodResult], checked: Scope) -> Decision:
         scope = _union(_effective(r, invariant) for r in refs)
         methods += _conflicts(proofs, scope, invariant, refs)
         if condition is not None and condition.startswith("always"):
-            methods.append(
-                MethodResult(
-                    "consistency",
-                    Status.CONFLICT,
-                    f"the structure's region ({condition}) contradicts a re-checked "
-                    "counterexample: no region is reported",
-                    Stage.CONSISTENCY,
-                )
-            )
+            methods.append(_always_record(records, condition, scope, invariant))
             condition = None
         ce = next(
             (
