@@ -58,6 +58,8 @@ class ConvexityResult:
     reason: str | None = None
     resolved: ResolvedLoss | None = None
     settings: dict[str, float] = dataclasses.field(default_factory=dict)
+    #: the structure stage's full record, if it ran
+    structure: Any = None
 
     @property
     def families(self) -> tuple[Family | str, ...]:
@@ -233,6 +235,7 @@ def check_convexity(
         decision.reason,
         resolved,
         params,
+        out.structure,
     )
 
 

@@ -50,6 +50,8 @@ class StructureOutcome:
     family: str | None = None
     fit: Any = None
     witness: tuple[Fraction, str] | None = None
+    #: the structure stage's own result record (certificates, regions, when present)
+    structure: Any = None
     timed_out: bool = False
     failed: bool = False
 
@@ -119,7 +121,9 @@ def structure_stage(
         decided=Scope.of(*derived) if status in claim else Scope(),
         condition=struct.condition,
     )
-    out = StructureOutcome(derived, struct.family, struct.fit, struct.witness)
+    out = StructureOutcome(
+        derived, struct.family, struct.fit, struct.witness, structure=struct
+    )
     return rec, out
 
 
