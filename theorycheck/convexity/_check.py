@@ -103,7 +103,7 @@ def _symbolic_stages(resolved, spec, params, inputs, vocab, timeout_s):
         spec, params, sampled, budget, timeout_ms, SYMBOLIC_BUDGET_FACTOR
     )
     records = [rec]
-    if rec.status is Status.REFUTED:
+    if rec.status is Status.REFUTED and out.witness is not None:
         pk, kind = out.witness
         v = max(3, min(vocab))
         logits, u = st.witness_logits(pk, v, sampled, kind)
