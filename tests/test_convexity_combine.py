@@ -151,3 +151,19 @@ def test_result_families_are_enum_members():
     assert res.families == (Family.CROSS_ENTROPY, Family.REGRESSION)
     res.family = "sampled_token+affine"  # a name the enum does not know: kept as text
     assert res.families == (Family.SAMPLED_TOKEN, "affine")
+
+
+def test_a_refutation_without_its_counterexample_does_not_count():
+    bare = MethodResult(
+        "structure",
+        Status.REFUTED,
+        "d",
+        Stage.STRUCTURE,
+        Scope.every(3),
+        Scope.of(3, 4),
+    )
+    out = combine([bare, invariance(), search()], Scope.of(3))
+    assert out.verdict is Verdict.UNKNOWN
+    # z3 refutations are exact by construction: one without a float64 copy counts
+    out = combine([z3(3, Status.REFUTED), search()], Scope.of(3))
+    assert out.verdict is Verdict.NOT_CONVEX

@@ -147,7 +147,15 @@ def combine(records: Sequence[MethodResult], checked: Scope) -> Decision:
     )
     kinks = any(r.stage is Stage.KINKS and r.status is Status.UNKNOWN for r in records)
     proofs = [r for r in records if r.stage in _PROVERS and r.status is Status.PROVED]
-    refs = [r for r in records if r.stage in _REFUTERS and r.status is Status.REFUTED]
+    # A refutation counts with its counterexample; a z3 refutation is re-checked in
+    # exact arithmetic before it is reported, so it stands on its own.
+    refs = [
+        r
+        for r in records
+        if r.stage in _REFUTERS
+        and r.status is Status.REFUTED
+        and (r.counterexample is not None or r.stage is Stage.FORMAL)
+    ]
     condition = next(
         (r.condition for r in records if r.stage is Stage.STRUCTURE and r.condition),
         None,
