@@ -98,13 +98,13 @@ def _report_dir(text: str) -> pathlib.Path:
     return out
 
 
-def _local(args, params) -> int:
-    from theorycheck.cli import emit_json
+def _local(args, params, call) -> int:
+    from theorycheck.commands._output import emit_json
     from theorycheck.convexity import local_check
 
     if args.sampled is None:
         raise BadInput("--at needs --sampled K")
-    out = local_check(args.spec, _logits(args.at), args.sampled, params=params)
+    out = call(local_check, args.spec, _logits(args.at), args.sampled, params=params)
     if args.json:
         keys = ("loss", "params", "min_eigenvalue", "psd")
         emit_json({k: out[k] for k in keys})
@@ -142,29 +142,40 @@ def _print(result) -> None:
         )
 
 
+def _check_and_report(spec: str, report, **kwargs):
+    """The check and its report in one call (one isolated child for a user file:
+    the report evaluates the loss, and the user's code never leaves the child)."""
+    from theorycheck.convexity import check_convexity, write_report
+
+    result = check_convexity(spec, **kwargs)
+    if report is not None:
+        write_report(result, report)
+    return result
+
+
 def run(args) -> int:
-    from theorycheck.cli import emit_json
-    from theorycheck.convexity import check_convexity
+    from theorycheck.commands._isolate import caller_for
+    from theorycheck.commands._output import emit_json
     from theorycheck.losses import parse_assignments
 
     params = parse_assignments(args.params)
     if not (math.isfinite(args.timeout) and args.timeout > 0):
         raise BadInput(f"--timeout {args.timeout}: must be a finite number > 0")
+    call = caller_for(args.spec, args.timeout)  # user files: isolated, deadline
     if args.at is not None:
-        return _local(args, params)
+        return _local(args, params, call)
     if args.sampled is not None:
         raise BadInput("--sampled is only used with --at")
     report = _report_dir(args.report) if args.report else None
-    result = check_convexity(
+    vocab = tuple(args.vocab or (3,))
+    result = call(
+        _check_and_report,
         args.spec,
-        vocab=tuple(args.vocab or (3,)),
+        report,
+        vocab=vocab,
         params=params,
         timeout_s=args.timeout,
     )
-    if report is not None:
-        from theorycheck.convexity import write_report
-
-        write_report(result, report)
     if args.json:
         emit_json(result.to_json())
     else:

@@ -18,7 +18,7 @@ from theorycheck.losses._audit import (
     synthetic_batch,
     validate_batch,
 )
-from theorycheck.losses._conventions import conventions_report
+from theorycheck.losses._conventions import check_batch_shape, conventions_report
 from theorycheck.losses._gspo import gspo_sequence_loss
 from theorycheck.losses._lco import estimate_vocab_adv
 from theorycheck.losses._params import (
@@ -50,6 +50,7 @@ __all__ = [
     "audit_batch",
     "check_rule_value",
     "check_rules",
+    "check_batch_shape",
     "conventions_report",
     "dr_grpo_advantages",
     "estimate_vocab_adv",
