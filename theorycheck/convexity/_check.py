@@ -199,7 +199,7 @@ def check_convexity(
         for v in set(searched) | {3, 4}
     }
     for v in sorted(set(vocab) | {3}):
-        sanity_check(resolved.loss, v, sampled, inputs[v].numeric)
+        sanity_check(resolved.loss, v, sampled, inputs[v].numeric, resolved.name)
     record = inputs[min(vocab)].params
     records, out = _symbolic_stages(resolved, spec, params, inputs, vocab, timeout_s)
     records.insert(1, invariance)
@@ -267,11 +267,13 @@ def local_check(spec: str, logits, sampled: int, *, params=None) -> dict[str, An
         raise BadInput(f"--sampled {sampled} is out of range for V = {z.size}")
     built = build_inputs(resolved, dict(params or {}), z.size, sampled, exact=False)
     numeric = built.numeric
-    shape_check(resolved.loss, z.size, sampled, numeric)
+    shape_check(resolved.loss, z.size, sampled, numeric, resolved.name)
     with jax.enable_x64(True):
         value = float(resolved.loss(jnp.asarray(z), sampled, **numeric))
     if not math.isfinite(value):
-        raise BadInput(f"the loss is not finite ({value}) at {_where(z)}")
+        raise BadInput(
+            f"the loss {resolved.name} is not finite ({value}) at {_where(z)}"
+        )
     res = min_eigenvalue(resolved.loss, z, sampled, inputs=numeric)
     if not math.isfinite(res.value):
         raise BadInput(f"the logit Hessian is not finite at {_where(z)}")

@@ -12,36 +12,36 @@ from theorycheck._errors import BadInput
 __all__ = ["sanity_check", "shape_check"]
 
 
-def _check_output(out, where: str) -> None:
+def _check_output(out, name: str) -> None:
     if out.shape != ():
-        raise BadInput(f"the loss returns shape {tuple(out.shape)}, not a scalar")
+        raise BadInput(f"{name} returns shape {tuple(out.shape)}, not a scalar")
     if not jnp.issubdtype(out.dtype, jnp.floating):
         raise BadInput(
-            f"the loss returns dtype {out.dtype}, not a real floating-point scalar"
-            + where
+            f"{name} returns dtype {out.dtype}, not a real floating-point scalar"
         )
 
 
-def sanity_check(loss, vocab: int, sampled: int, inputs) -> None:
+def sanity_check(loss, vocab: int, sampled: int, inputs, name: str = "") -> None:
     """Evaluates the loss once: it must run and return one finite real scalar.
 
     Raises:
         BadInput: naming what went wrong.
     """
+    name = f"the loss {name}".rstrip()
     z = np.linspace(-1.0, 1.0, vocab)
 
     def fn(x):
         return loss(x, sampled, **inputs)
 
-    out, index_error = _checked(fn, z)
+    out, index_error = _checked(fn, z, name)
     if index_error is not None:  # JAX would clamp or fill the index silently
-        raise BadInput(f"the loss indexes out of range at V = {vocab}: {index_error}")
-    _check_output(out, "")
+        raise BadInput(f"{name} indexes out of range at V = {vocab}: {index_error}")
+    _check_output(out, name)
     if not bool(jnp.isfinite(out)):
-        raise BadInput(f"the loss is not finite ({float(out)}) at logits {z}")
+        raise BadInput(f"{name} is not finite ({float(out)}) at logits {z}")
 
 
-def _checked(fn, z):
+def _checked(fn, z, name: str):
     """``(fn(z), out-of-range index message or None)``: one compilation with
     ``jax.experimental.checkify``'s index checks; where checkify cannot transform the
     function (it fails on some scatters under ``vmap``) a plain evaluation, and no
@@ -68,11 +68,12 @@ def _checked(fn, z):
     except BadInput:
         raise
     except Exception as err:  # the user's function: report whatever it raised
-        raise BadInput(f"the loss raised {type(err).__name__}: {err}") from err
+        raise BadInput(f"{name} raised {type(err).__name__}: {err}") from err
 
 
-def shape_check(loss, vocab: int, sampled: int, inputs) -> None:
+def shape_check(loss, vocab: int, sampled: int, inputs, name: str = "") -> None:
     """Traces the loss once (no compilation): it must run and return a real scalar."""
+    name = f"the loss {name}".rstrip()
     try:
         with jax.enable_x64(True):
             out = jax.eval_shape(
@@ -80,5 +81,5 @@ def shape_check(loss, vocab: int, sampled: int, inputs) -> None:
                 jax.ShapeDtypeStruct((vocab,), jnp.float64),
             )
     except Exception as err:  # the user's function: report whatever it raised
-        raise BadInput(f"the loss raised {type(err).__name__}: {err}") from err
-    _check_output(out, "")
+        raise BadInput(f"{name} raised {type(err).__name__}: {err}") from err
+    _check_output(out, name)
