@@ -21,7 +21,12 @@ from theorycheck.losses._audit import (
 from theorycheck.losses._conventions import check_batch_shape, conventions_report
 from theorycheck.losses._gspo import gspo_sequence_loss
 from theorycheck.losses._lco import estimate_vocab_adv
-from theorycheck.losses._params import get_rule, parse_assignments, resolve_params
+from theorycheck.losses._params import (
+    check_rule_value,
+    get_rule,
+    parse_assignments,
+    resolve_params,
+)
 from theorycheck.losses._presets import PRESETS, Preset
 from theorycheck.losses._reductions import (
     MODES,
@@ -43,6 +48,7 @@ __all__ = [
     "Preset",
     "Reduction",
     "audit_batch",
+    "check_rule_value",
     "check_rules",
     "check_batch_shape",
     "conventions_report",
