@@ -238,7 +238,9 @@ def _run(cfg: Config, *, fresh: bool) -> int:
     store = _common.ResultStore(cfg.out, cfg, fresh=fresh)
     sharding = _common.data_sharding(cfg.devices)
     model = None
-    units = [(s, n) for s in seeds for n in grid]
+    # variant-major: every seed of the first variant before the next one, so that an
+    # interrupted run has the base variant over all seeds first
+    units = [(s, n) for n in grid for s in seeds]
     cache: dict = {}
     for seed, name in bar(units, desc="sign agreement", unit="unit"):
         unit = f"{name}/seed{seed}"
@@ -251,7 +253,6 @@ def _run(cfg: Config, *, fresh: bool) -> int:
         mismatch = train_config(cfg, grid[name]).mismatch
         engine = "bfloat16" if mismatch else "float32"
         if (seed, engine) not in cache:
-            cache.clear() if all(k[0] != seed for k in cache) else None
             _common.log(f"seed {seed}: rollouts ({engine} engine)")
             cache[(seed, engine)] = _rollouts(cfg, model, seed, engine)
         _common.log(f"{unit}: training with the probe")
