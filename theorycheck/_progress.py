@@ -1,4 +1,4 @@
-"""Progress on stderr, for people only: shown when stderr is a terminal, never on stdout.
+"""Progress on stderr, for people only: shown when stderr is a terminal, never stdout.
 
 One small API shared by every long command (convexity stages, model loading, ``prove``,
 ``reproduce``, the experiments), so ``--json`` output on stdout is never disturbed.
@@ -6,8 +6,8 @@ One small API shared by every long command (convexity stages, model loading, ``p
 * :func:`stage` prints one line ``theorycheck: <message>`` per stage.
 * :func:`bar` wraps an iterable in a tqdm bar.
 
-Both are silent unless stderr is a terminal, or ``THEORYCHECK_PROGRESS=1`` forces them on
-(``THEORYCHECK_PROGRESS=0`` forces them off).
+Both are silent unless stderr is a terminal, or ``THEORYCHECK_PROGRESS=1`` forces them
+on (``THEORYCHECK_PROGRESS=0`` forces them off).
 
 Examples:
     >>> enabled(stream=None) in (True, False)

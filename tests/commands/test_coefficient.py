@@ -135,3 +135,19 @@ def test_coefficient_unknown_key_lists_valid_keys(capsys):
     )
     err = capsys.readouterr().err
     assert "eps_low" in err and "eps_high" in err and "log_ratio_clamp" in err
+
+
+def test_coefficient_window_may_start_at_zero(capsys):
+    # SkyRL's CISPO window is [0, 5] and TRL's (0, epsilon_high]: low = 0 is valid.
+    # r = 0.1 lies below the survey's l = 0.5 (clipped up) but inside [0, 5].
+    survey = _json(capsys, "cispo", "--p", "0.05", "--q", "0.5", "--adv", "1")
+    skyrl = _json(
+        capsys, "cispo", "--p", "0.05", "--q", "0.5", "--adv", "1", "--set", "low=0"
+    )
+    assert survey["coefficient"] == pytest.approx(0.5, rel=1e-12)
+    assert skyrl["coefficient"] == pytest.approx(0.1, rel=1e-12)
+    assert skyrl["params"]["low"] == 0.0 and skyrl["gated"] is False
+    glm5 = _json(
+        capsys, "glm5", "--p", "0.05", "--q", "0.5", "--adv", "1", "--set", "low=0"
+    )
+    assert glm5["coefficient"] == pytest.approx(0.1, rel=1e-12) and not glm5["gated"]

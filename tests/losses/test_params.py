@@ -35,6 +35,8 @@ def test_resolve_params_merges_defaults_and_casts_integers():
         ("ppo", {"eps_low": 1.0}, "eps_low=1.0"),
         ("dual_clip", {"kappa": 1.0}, "kappa=1.0"),
         ("cispo", {"low": 2.0, "high": 1.0}, "low=2.0"),
+        ("cispo", {"low": -0.1}, "low=-0.1"),
+        ("glm5", {"low": math.inf}, "low=inf"),
         ("dppo_topk_tv", {"topk": 2.5}, "topk=2.5"),
         ("sapo", {"tau_pos": -1.0}, "tau_pos=-1.0"),
         ("ppo", {"eps_high": math.inf}, "eps_high=inf"),
@@ -55,3 +57,9 @@ def test_parse_assignments_accepts_inf_and_rejects_nan():
     assert parse_assignments(["log_ratio_clamp=inf"]) == {"log_ratio_clamp": math.inf}
     with pytest.raises(BadInput, match="NaN"):
         parse_assignments(["delta=nan"])
+
+
+def test_resolve_params_accepts_a_window_starting_at_zero():
+    # the SkyRL and TRL windows start at 0 (the conventions report uses low = 0)
+    params, _ = resolve_params("cispo", {"low": 0.0})
+    assert params["low"] == 0.0

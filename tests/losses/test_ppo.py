@@ -34,6 +34,26 @@ def test_ppo_coefficient_keeps_ties_at_the_clip():
     assert _c("dual_clip", 0.75, 0.25, -1.0)[0] == -3.0  # r = kappa = 3 kept
 
 
+def test_literal_jax_min_clip_splits_a_tie_three_quarters():
+    # The registry keeps a token exactly on the clip (c = r A, above). A literal
+    # min(r A, clip(r) A) in JAX splits both min and clip 0.5 / 0.5 at the tie, so
+    # autodiff gives c = r dj/dr = 0.75 r A there (the convention stated in
+    # docs/losses.md); just inside the window it is r A again.
+    import jax
+    import jax.numpy as jnp
+
+    adv = 2.0
+
+    def literal(r):
+        return jnp.minimum(r * adv, jnp.clip(r, 0.75, 1.25) * adv)
+
+    for r in (1.25, 1.25 - 2.0**-20):
+        c = r * float(jax.grad(literal)(r))
+        want = 0.75 * r * adv if r == 1.25 else r * adv
+        assert c == want
+    assert _c("ppo", 0.625, 0.5, adv, eps_high=0.25)[0] == 1.25 * adv
+
+
 def test_all_token_rules_reduce_to_adv_on_policy():
     # Survey: at p = q every rule gives c = A (GSPO: A s / L with s = 1, L = 1).
     for name in (

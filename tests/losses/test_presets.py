@@ -78,6 +78,33 @@ def test_conventions_rule_variants_differ_at_survey_points(report):
     assert not _variant(dppo, "SkyRL dppo (delta 0.2, uncapped)")["gated"][0]
 
 
+def test_conventions_stable_rl_follows_its_shipped_config(report):
+    # Stable-RL's actor config: delta from clip_ratio (0.2), cap clip_ratio_c = 3.
+    # At (p, q) = (0.74, 0.90) |p - q| = 0.16 < 0.2 keeps the token; at r = 5 the
+    # cap gives 3. The paper's values (delta 0.15, the code's fallback cap 10) stay
+    # a separate variant, and they gate the first point and leave r = 5 uncapped.
+    dppo = {r["topic"]: r for r in report["rules"]}["dppo threshold and cap"]
+    shipped = _variant(dppo, "Stable-RL as shipped (clip_ratio 0.2, clip_ratio_c 3)")
+    assert (shipped["params"]["delta"], shipped["params"]["cap"]) == (0.2, 3.0)
+    assert shipped["coefficient"] == pytest.approx([-0.74 / 0.90, 3.0], rel=1e-12)
+    assert shipped["gated"] == [False, False]
+    paper = _variant(dppo, "DPPO paper values (delta 0.15, cap 10 = code fallback)")
+    assert paper["coefficient"] == pytest.approx([0.0, 5.0], rel=1e-12)
+    assert paper["gated"] == [True, False]
+
+
+def test_conventions_verl_new_engine_dr_grpo_is_one_over_t(report):
+    # verl's new engine: 1/T per token (T = 8), no division over micro-batches or
+    # sequences; the legacy worker averages its 2 micro-batches.
+    item = next(
+        i for i in report["same_name"] if i["name"].startswith("seq-mean-token-sum")
+    )
+    new = _variant(item, "verl new-engine seq-mean-token-sum-norm")
+    legacy = _variant(item, "verl seq-mean-token-sum-norm")
+    assert new["per_token_weight"][:3] == pytest.approx([1 / 8] * 3)
+    assert legacy["per_token_weight"][:3] == pytest.approx([1 / 16] * 3)
+
+
 def test_conventions_weights_sum_as_documented(report):
     totals = {p["name"]: p["total_weight"] for p in report["presets"]}
     assert totals["verl"] == pytest.approx(1.0)

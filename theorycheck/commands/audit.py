@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _overrides(items, rules):
     from theorycheck._errors import BadInput
-    from theorycheck.losses._params import parse_assignments, resolve_params
+    from theorycheck.losses import parse_assignments, resolve_params
 
     per_rule: dict[str, dict[str, float]] = {}
     for item in items:
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
 
     from theorycheck._errors import BadInput
     from theorycheck.cli import emit_json
-    from theorycheck.losses._audit import audit_batch, check_rules, load_batch
+    from theorycheck.losses import audit_batch, check_rules, load_batch
 
     rules = check_rules([r.strip() for r in args.rules.split(",") if r.strip()])
     params = _overrides(args.params, rules)

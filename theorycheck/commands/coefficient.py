@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
     from theorycheck._errors import BadInput
     from theorycheck.cli import emit_json
-    from theorycheck.losses._params import get_rule, parse_assignments, resolve_params
+    from theorycheck.losses import get_rule, parse_assignments, resolve_params
 
     spec = get_rule(args.name, token=True)
     check_probability("--p", args.p)

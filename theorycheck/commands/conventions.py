@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
 
     from theorycheck._errors import BadInput
     from theorycheck.cli import emit_json
-    from theorycheck.losses._conventions import conventions_report
+    from theorycheck.losses import conventions_report
 
     shape = _ints("--batch-shape", args.batch_shape)
     if len(shape) != 3:

@@ -55,7 +55,7 @@ def rollouts_logp(rollouts) -> np.ndarray:
 
 def build(args, config, rollouts, adv, stats, tight_stats, timings) -> dict:
     """Collects every number of the report into one JSON-able dict."""
-    from theorycheck.losses._audit import AUDITABLE, audit_batch, validate_batch
+    from theorycheck.losses import AUDITABLE, audit_batch, validate_batch
 
     agreement = sign_agreement(stats)
     audit = audit_batch(validate_batch(audit_inputs(rollouts, adv)), AUDITABLE)

@@ -13,6 +13,7 @@ from theorycheck.losses._advantages import (
 from theorycheck.losses._audit import (
     AUDITABLE,
     audit_batch,
+    check_rules,
     load_batch,
     synthetic_batch,
     validate_batch,
@@ -20,6 +21,7 @@ from theorycheck.losses._audit import (
 from theorycheck.losses._conventions import conventions_report
 from theorycheck.losses._gspo import gspo_sequence_loss
 from theorycheck.losses._lco import estimate_vocab_adv
+from theorycheck.losses._params import get_rule, parse_assignments, resolve_params
 from theorycheck.losses._presets import PRESETS, Preset
 from theorycheck.losses._reductions import (
     MODES,
@@ -41,13 +43,17 @@ __all__ = [
     "Preset",
     "Reduction",
     "audit_batch",
+    "check_rules",
     "conventions_report",
     "dr_grpo_advantages",
     "estimate_vocab_adv",
+    "get_rule",
     "grpo_advantages",
     "gspo_sequence_loss",
     "load_batch",
+    "parse_assignments",
     "reduction_weights",
+    "resolve_params",
     "rloo_advantages",
     "sequence_gradient_norms",
     "synthetic_batch",

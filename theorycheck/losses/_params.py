@@ -70,10 +70,12 @@ def _check_value(name: str, key: str, v: float) -> None:
         bad("must be finite and >= 0")
     elif key == "kappa" and not (v > 1 and math.isfinite(v)):
         bad("must be finite and > 1")
+    elif key == "low" and not (v >= 0 and math.isfinite(v)):
+        # 0 is a real window edge: SkyRL's CISPO and TRL's windows start at 0
+        bad("must be finite and >= 0")
     elif (
         key
         in (
-            "low",
             "high",
             "cap",
             "tau_pos",

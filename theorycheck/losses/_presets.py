@@ -176,6 +176,11 @@ REDUCTION_VARIANTS = types.MappingProxyType(
                 True,
             ),
             (
+                "verl new-engine seq-mean-token-sum-norm",
+                Reduction("seq_mean_token_sum_norm", divide_by_sequences=False),
+                False,
+            ),
+            (
                 "SkyRL seq_mean_token_sum_norm",
                 Reduction("seq_mean_token_sum_norm", count_empty=True),
                 False,
@@ -218,7 +223,14 @@ RULE_VARIANTS = types.MappingProxyType(
                 ("survey (delta 0.15, uncapped)", {"delta": 0.15, "cap": math.inf}),
                 ("SkyRL dppo (delta 0.2, uncapped)", {"delta": 0.2, "cap": math.inf}),
                 ("verl upstream (clip_ratio 0.2, cap 3)", {"delta": 0.2, "cap": 3.0}),
-                ("Stable-RL (cap 10)", {"delta": 0.15, "cap": 10.0}),
+                (
+                    "Stable-RL as shipped (clip_ratio 0.2, clip_ratio_c 3)",
+                    {"delta": 0.2, "cap": 3.0},
+                ),
+                (
+                    "DPPO paper values (delta 0.15, cap 10 = code fallback)",
+                    {"delta": 0.15, "cap": 10.0},
+                ),
             ),
             ((0.74, 0.90, -1.0), (0.05, 0.01, 1.0)),
         ),
@@ -244,7 +256,12 @@ FINDINGS = (
     "token-level; GSPO clamps log s at max 10 in verl/SkyRL, not in TRL/Miles",
     "DPPO: SkyRL -r A m (r not detached, uncapped, delta 0.2/0.2); verl upstream "
     "-sg(min(r, c)) A m log pi with delta read from clip_ratio and c = clip_ratio_c = "
-    "3; Stable-RL cap 10",
+    "3; Stable-RL ships the same (actor config clip_ratio 0.2, clip_ratio_c 3.0; 10 "
+    "is only the fallback of config.get('clip_ratio_c', 10.0))",
+    "verl new engine (use_legacy_worker_impl=disable): token-mean divides by the "
+    "global token count; Dr. GRPO weighs every token 1/T with no division over "
+    "micro-batches or sequences; its seq-mean-token-mean (global_batch_size) is not "
+    "modelled here",
     "Dr. GRPO: verl divides by L only (no division by the number of sequences), "
     "SkyRL and TRL by B * L_max: a factor of the micro-batch size apart",
     "empty responses: verl's seq-mean excludes fully-masked rows; SkyRL, TRL and Miles "
