@@ -216,13 +216,13 @@ def main(argv=None) -> int:
             prog="python -m experiments.sign_agreement",
             description=__doc__.split("\n\n")[0],
         )
-        return _run(cfg, fresh=args.fresh)
+        return _run(cfg, fresh=args.fresh, report_only=args.report_only)
     except BadInput as err:
         print(f"sign_agreement: error: {err}", file=sys.stderr)
         return 2
 
 
-def _run(cfg: Config, *, fresh: bool) -> int:
+def _run(cfg: Config, *, fresh: bool, report_only: bool = False) -> int:
     import jax
 
     jax.config.update("jax_enable_x64", True)
@@ -244,7 +244,7 @@ def _run(cfg: Config, *, fresh: bool) -> int:
     cache: dict = {}
     for seed, name in bar(units, desc="sign agreement", unit="unit"):
         unit = f"{name}/seed{seed}"
-        if store.done(unit):
+        if store.done(unit) or report_only:
             continue
         t0 = time.perf_counter()
         if model is None:
@@ -267,10 +267,12 @@ def _run(cfg: Config, *, fresh: bool) -> int:
         )
         store.save(unit, result, seconds=time.perf_counter() - t0)
     summary = _sign_report.summarize(store.data["units"], list(grid), seeds)
+    missing = [f"{n}/seed{s}" for s, n in units if not store.done(f"{n}/seed{s}")]
     data = store.finish(
         provenance=_common.provenance(cfg, seeds=seeds),
         variants={n: grid[n] for n in grid},
         summary=summary,
+        missing_units=missing,
     )
     _sign_report.write(cfg.out, data, store.timings)
     print(os.path.join(cfg.out, "report.md"))
