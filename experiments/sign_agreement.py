@@ -51,6 +51,11 @@ VARIANT_NAMES = (
 )
 
 
+#: 2: ``by_step`` pools each step with its own realized change (version 1 compared
+#: every step with the first step's change; its ``by_step`` entries are not used).
+ANALYSIS_VERSION = 2
+
+
 @dataclasses.dataclass(frozen=True)
 class Config:
     """The experiment's settings (each is a ``--flag``; ``--tiny`` changes several).
@@ -202,6 +207,7 @@ def run_unit(
         "engine_dtype": rollouts.engine_dtype,
     }
     out["update_norms"] = probe["update_norms"]
+    out["analysis_version"] = ANALYSIS_VERSION
     return out
 
 

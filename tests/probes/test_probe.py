@@ -58,3 +58,15 @@ def test_on_policy_start_gives_no_first_order_signal(tiny, rollouts_f32):
     assert np.any(signs(first["ntk2"]) > 0)  # the second order carries the change
     # later steps are off-policy and carry first-order signal
     assert any(np.any(signs(r["ntk1"]) != 0) for r in p["steps"][t + 1 :])
+
+
+def test_by_step_tables_add_up_to_the_pooled_one(probe):
+    _, p = probe
+    a = analyze_probe(p)
+    for name in ("always_rise", "ddot_full", "ntk1", "ntk2"):
+        pooled = a["metrics"]["step"][name]
+        steps = [s[name] for s in a["by_step"] if s[name]["tokens"]]
+        assert sum(s["tokens"] for s in steps) == pooled["tokens"]
+        hits = sum(s["agreement"] * s["tokens"] * s["coverage"] for s in steps)
+        made = sum(s["tokens"] * s["coverage"] for s in steps)
+        assert hits / made == pytest.approx(pooled["agreement"], rel=1e-12)
