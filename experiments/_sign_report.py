@@ -110,7 +110,14 @@ def report(data: dict, timings: dict) -> str:
     ]
     for name in names:
         v = s[name]
-        md += [f"## `{name}` — one-step horizon", ""]
+        n = (v.get("metrics/step/always_rise/agreement") or {}).get("n", 0)
+        md += [
+            f"## `{name}` — one-step horizon",
+            "",
+            f"Seeds with updated tokens (a group with mixed rewards): {n} of "
+            f"{len(seeds)}.",
+            "",
+        ]
         rows = []
         for p in MAIN + ("ddot_topk_uniform", "ddot_topk_proportional"):
             k = f"metrics/step/{p}/"
