@@ -208,14 +208,19 @@ def data_sharding(devices: int):
     if devices <= 1:
         return None
     import jax
-    from jax.sharding import NamedSharding, PartitionSpec
+    from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
     if jax.device_count() < devices:
         raise BadInput(
             f"devices = {devices} but only {jax.device_count()} are visible "
             "(CPU: XLA_FLAGS=--xla_force_host_platform_device_count=N)"
         )
-    mesh = jax.make_mesh((devices,), ("data",), devices=jax.devices()[:devices])
+    mesh = jax.make_mesh(
+        (devices,),
+        ("data",),
+        devices=jax.devices()[:devices],
+        axis_types=(AxisType.Auto,),  # XLA propagates the row sharding itself
+    )
     return NamedSharding(mesh, PartitionSpec("data"))
 
 
