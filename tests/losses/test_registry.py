@@ -129,6 +129,12 @@ def _boundary_pq(name, params):
         for side in (1 - 1e-9, 1 + 1e-9):
             for q in (0.05, 0.15):
                 pairs.append((b * side * q, q))
+    return pairs + _mask_boundary_pq(name, params) + _guard_pq(params)
+
+
+def _mask_boundary_pq(name, params):
+    """(p, q) pairs either side of a binary-divergence mask's threshold."""
+    pairs = []
     if name in ("dppo_binary_tv", "dppo_capped"):
         for q in (0.3, 0.6):
             for sign in (-1, 1):
@@ -139,6 +145,12 @@ def _boundary_pq(name, params):
             for p in _binary_kl_level(q, params["delta"]):
                 for side in (1 - 1e-9, 1 + 1e-9):
                     pairs.append((q + (p - q) * side, q))
+    return pairs
+
+
+def _guard_pq(params):
+    """(p, q) pairs either side of the log-ratio guard, on both sides of r = 1."""
+    pairs = []
     if "log_ratio_clamp" in params and math.isfinite(params["log_ratio_clamp"]):
         g = params["log_ratio_clamp"]
         for e in (-1e-6, 1e-6):

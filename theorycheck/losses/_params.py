@@ -53,43 +53,43 @@ def parse_assignments(items: list[str]) -> dict[str, float]:
     return out
 
 
+def _finite_nonnegative(v: float) -> bool:
+    return v >= 0 and math.isfinite(v)
+
+
+def _positive(v: float) -> bool:
+    return v > 0
+
+
+#: key -> (the test its value must pass, what the error says when it does not).
+_RANGES = {
+    "topk": (lambda v: v >= 0, "must be >= 0"),
+    "length": (lambda v: v >= 1, "must be >= 1"),
+    "eps_low": (lambda v: 0 <= v < 1, "must lie in [0, 1)"),
+    "eps_high": (_finite_nonnegative, "must be finite and >= 0"),
+    "delta": (_finite_nonnegative, "must be finite and >= 0"),
+    "divergence": (_finite_nonnegative, "must be finite and >= 0"),
+    # 0 is a real window edge: SkyRL's CISPO and TRL's windows start at 0
+    "low": (_finite_nonnegative, "must be finite and >= 0"),
+    "kappa": (lambda v: v > 1 and math.isfinite(v), "must be finite and > 1"),
+    **{
+        k: (_positive, "must be > 0")
+        for k in ("high", "cap", "tau_pos", "tau_neg", "beta", "neg_beta_scale")
+    },
+    "log_ratio_clamp": (_positive, "must be > 0"),
+}
+
+
 def _check_value(name: str, key: str, v: float) -> None:
     def bad(why):
         raise BadInput(f"{name}: {key}={v!r} {why}")
 
-    if key in _INTEGER_KEYS:
-        if not float(v).is_integer():
-            bad("must be a whole number")
-        if key == "length" and v < 1:
-            bad("must be >= 1")
-        if key == "topk" and v < 0:
-            bad("must be >= 0")
-    elif key in ("eps_low",) and not 0 <= v < 1:
-        bad("must lie in [0, 1)")
-    elif key in ("eps_high", "delta") and not (v >= 0 and math.isfinite(v)):
-        bad("must be finite and >= 0")
-    elif key == "kappa" and not (v > 1 and math.isfinite(v)):
-        bad("must be finite and > 1")
-    elif key == "low" and not (v >= 0 and math.isfinite(v)):
-        # 0 is a real window edge: SkyRL's CISPO and TRL's windows start at 0
-        bad("must be finite and >= 0")
-    elif (
-        key
-        in (
-            "high",
-            "cap",
-            "tau_pos",
-            "tau_neg",
-            "beta",
-            "neg_beta_scale",
-            "log_ratio_clamp",
-        )
-        and not v > 0
-    ):
-        bad("must be > 0")
-    elif key in ("divergence",) and not (v >= 0 and math.isfinite(v)):
-        bad("must be finite and >= 0")
-    elif not math.isfinite(v) and key != "log_ratio_clamp":
+    if key in _INTEGER_KEYS and not float(v).is_integer():
+        bad("must be a whole number")
+    ok, why = _RANGES.get(key, (lambda v: True, ""))
+    if not ok(v):
+        bad(why)
+    if not math.isfinite(v) and key != "log_ratio_clamp":
         bad("must be finite")
 
 

@@ -37,6 +37,7 @@ from jaxtyping import Array, Float
 
 from theorycheck._errors import BadInput
 
+#: the reduction modes :class:`Reduction` accepts (table in the module docstring).
 MODES = (
     "token_mean",
     "seq_mean_token_mean",

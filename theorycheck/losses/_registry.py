@@ -13,7 +13,15 @@ from __future__ import annotations
 import inspect
 import types
 
-from theorycheck.losses import _dppo, _dppo_symbolic, _gspo, _lco, _ppo, _sapo, _weight
+from theorycheck.losses import (
+    _cispo_glm5,
+    _dppo,
+    _dppo_symbolic,
+    _gspo,
+    _lco,
+    _ppo,
+    _sapo,
+)
 from theorycheck.losses._spec import LossSpec
 
 _RATIO = ("adv", "behavior_logp")
@@ -103,14 +111,14 @@ _ENTRIES = (
     _spec(
         "cispo",
         "token",
-        _weight,
+        _cispo_glm5,
         reference="MiniMax-M1 arXiv 2506.13585 section 3 (CISPO); survey 'CISPO'",
         description="detached clip(r, low, high) weight on A log pi_k",
     ),
     _spec(
         "glm5",
         "token",
-        _weight,
+        _cispo_glm5,
         reference="GLM-5 (2026) section 4.1.2; survey 'GLM-5 async rejection'",
         description="detached r weight, token rejected unless low < r < high",
     ),

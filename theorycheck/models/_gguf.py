@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import os
+from typing import TYPE_CHECKING
 
 import numpy as np
-from gguf import GGUFReader
-from gguf.quants import dequantize
 
 from theorycheck._errors import BadInput
 from theorycheck.models._config import Family, ModelConfig, RopeLayout
 from theorycheck.models._gguf_tokenizer import tokenizer_from_gguf_fields
 from theorycheck.models._hf import assemble
+from theorycheck.models._optional import require
+
+if TYPE_CHECKING:
+    import gguf
 
 #: GGUF architecture -> (stored rotary layout, q/k norm). llama.cpp's converter
 #: permutes Llama's Q/K rows into adjacent pairs; Qwen models keep rotate-half (NEOX).
@@ -66,7 +69,7 @@ def sha256_file(path: str) -> str:
     return _VERIFIED[key]
 
 
-def open_gguf(path: str, expected_sha256: str | None = None) -> GGUFReader:
+def open_gguf(path: str, expected_sha256: str | None = None) -> gguf.GGUFReader:
     """Opens a GGUF file after checking it exists (and its sha256 when given).
 
     Args:
@@ -85,7 +88,7 @@ def open_gguf(path: str, expected_sha256: str | None = None) -> GGUFReader:
                 f"{path}: sha256 {got} does not match the expected {expected_sha256}"
             )
     try:
-        return GGUFReader(path)
+        return require("gguf").GGUFReader(path)
     except Exception as err:  # truncated or foreign files fail in many ways
         raise BadInput(
             f"{path}: not a readable GGUF file, truncated or corrupt "
@@ -168,7 +171,7 @@ def load_gguf(path: str, *, expected_sha256: str | None = None, dtype=np.float32
     def read(name: str) -> np.ndarray:
         t = tensors[name]
         try:
-            arr = dequantize(t.data, t.tensor_type)
+            arr = require("gguf.quants").dequantize(t.data, t.tensor_type)
             return np.asarray(arr).reshape([int(s) for s in reversed(t.shape)])
         except Exception as err:  # unsupported quantisation or short data
             raise BadInput(

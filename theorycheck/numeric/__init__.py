@@ -4,7 +4,7 @@ For behavior mu, policy pi = softmax(z), sampled token k and direction v = e_k -
 Never imports sympy or z3 (``tests/test_layering.py``).
 """
 
-from theorycheck.numeric._blocked import MaskConfig, token_stats
+from theorycheck.numeric._choices import Divergence, Estimator, Support
 from theorycheck.numeric._curvature_frozen import frozen_loss_fn, second_difference
 from theorycheck.numeric._curvature_sampled import sampled_token_min_eigenvalue
 from theorycheck.numeric._curvature_search import (
@@ -25,13 +25,17 @@ from theorycheck.numeric._lanczos import LanczosResult, lanczos_smallest
 from theorycheck.numeric._masks import dppo_mask, predictive_mask, ratio_mask
 from theorycheck.numeric._second_order import first_order_radius, second_order
 from theorycheck.numeric._support import TopKBehavior
+from theorycheck.numeric._token_stats import MaskConfig, token_stats
 
 __all__ = [
     "DdotResult",
+    "Divergence",
     "EigResult",
+    "Estimator",
     "LanczosResult",
     "MaskConfig",
     "SearchResult",
+    "Support",
     "TopKBehavior",
     "binary_kl",
     "binary_tv",

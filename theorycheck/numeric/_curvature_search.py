@@ -43,7 +43,7 @@ from theorycheck.numeric._curvature_frozen import frozen_loss_fn, second_differe
 from theorycheck.numeric._hessian import (
     DENSE_MAX_VOCAB,
     bind_loss,
-    check_sampled,
+    sampled_index,
     split_inputs,
 )
 from theorycheck.numeric._lanczos import lanczos_smallest
@@ -225,7 +225,7 @@ def verify_curvature(
     with jax.enable_x64(True):
         z = jnp.asarray(logits, jnp.float64)
         x = jnp.asarray(direction, jnp.float64)
-        k = check_sampled(sampled, z.shape[0])
+        k = sampled_index(sampled, z.shape[0])
         k_static, static, dynamic = split_inputs(inputs or {}, loss, z, k)
         return _verify(loss, k_static, static, dynamic, z, x)
 
@@ -274,15 +274,7 @@ def search_negative_curvature(
         >>> r.found, r.num_samples
         (False, 12)
     """
-    for r in regimes:
-        if r not in BOX:
-            raise BadInput(f"regime {r!r} is not one of {sorted(BOX)}")
-    size = int(vocab)
-    if size < 2:
-        raise BadInput(f"vocab = {vocab!r} must be >= 2")
-    k = check_sampled(sampled, size)
-    if num_starts < 1 or steps < 1:
-        raise BadInput(f"num_starts = {num_starts}, steps = {steps} must be >= 1")
+    size, k = _checked_search_args(regimes, vocab, sampled, num_starts, steps)
     with jax.enable_x64(True):
         probe = jr.normal(jr.fold_in(key, 99), (size,), jnp.float64)
         k_static, static, dynamic = split_inputs(inputs or {}, loss, probe, k)
@@ -323,7 +315,6 @@ def search_negative_curvature(
                     candidates.append((float(c[j]), regime, z[j], x[j]))
         num_samples = len(regimes) * num_starts * steps
         candidates.sort(key=lambda t: t[0])
-        best = candidates[0][0] if candidates else float("nan")
         for c, regime, z, x in candidates[:max_checks]:
             if c >= 0:
                 break
@@ -331,4 +322,19 @@ def search_negative_curvature(
             if ok:
                 x = x / jnp.linalg.norm(x)
                 return SearchResult(True, z, x, c_hvp, num_samples, regime, c_fd)
+        best = candidates[0][0] if candidates else float("nan")
         return SearchResult(False, None, None, best, num_samples, None, None)
+
+
+def _checked_search_args(regimes, vocab, sampled, num_starts, steps) -> tuple[int, int]:
+    """(V, k) after checking the search's arguments (BadInput naming the bad one)."""
+    for r in regimes:
+        if r not in BOX:
+            raise BadInput(f"regime {r!r} is not one of {sorted(BOX)}")
+    size = int(vocab)
+    if size < 2:
+        raise BadInput(f"vocab = {vocab!r} must be >= 2")
+    k = sampled_index(sampled, size)
+    if num_starts < 1 or steps < 1:
+        raise BadInput(f"num_starts = {num_starts}, steps = {steps} must be >= 1")
+    return size, k

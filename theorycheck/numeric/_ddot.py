@@ -50,13 +50,13 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 from jaxtyping import Array
 
-from theorycheck._errors import BadInput
 from theorycheck.numeric import _checks
+from theorycheck.numeric._choices import Divergence, Estimator, Support, choose
 from theorycheck.numeric._divergence import default_topk, validate
-from theorycheck.numeric._support import SUPPORTS, Reduced, reduce_to_support
+from theorycheck.numeric._support import Reduced, reduce_to_support
 
-DDOT_KINDS = ("kl", "tv")
-ESTIMATORS = ("full", "topk_aggregated", "topk_uniform", "topk_proportional")
+DDOT_KINDS = (Divergence.KL, Divergence.TV)
+ESTIMATORS = tuple(Estimator)
 
 
 class DdotResult(NamedTuple):
@@ -77,10 +77,12 @@ class DdotResult(NamedTuple):
     global_: Array
 
 
-def full_ddot(blogp: Array, logp: Array, sampled: Array, kind: str) -> DdotResult:
+def full_ddot(
+    behavior_logp: Array, logp: Array, sampled: Array, kind: str
+) -> DdotResult:
     """Exact full-vocabulary Ḋ from log-probs (no checks; jit-safe)."""
     pi = jnp.exp(logp)
-    mu = jnp.exp(blogp)
+    mu = jnp.exp(behavior_logp)
     k = sampled[..., None]
     pi_k = jnp.take_along_axis(pi, k, axis=-1)[..., 0]
     if kind == "kl":
@@ -182,12 +184,9 @@ def ddot(
         Predictive Divergence Masks (arXiv 2607.10848) Prop. 1 / Eq. 7-11 and
         Appendix D: paper text NOT FOUND; formulas DERIVED (research notes §1.3-1.10).
     """
-    if kind not in DDOT_KINDS:
-        raise BadInput(f"kind must be one of {DDOT_KINDS}, got {kind!r}")
-    if estimator not in ESTIMATORS:
-        raise BadInput(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
-    if support not in SUPPORTS:
-        raise BadInput(f"support must be one of {SUPPORTS}, got {support!r}")
+    kind = choose(Divergence, kind, "kind", DDOT_KINDS)
+    estimator = choose(Estimator, estimator, "estimator")
+    support = choose(Support, support, "support")
     full = estimator == "full"
     if not full:
         topk = default_topk(behavior_logp, topk)

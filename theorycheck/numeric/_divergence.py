@@ -33,17 +33,17 @@ from jaxtyping import Array, Float
 
 from theorycheck._errors import BadInput
 from theorycheck.numeric import _checks
+from theorycheck.numeric._choices import Divergence, Support, choose
 from theorycheck.numeric._support import (
-    SUPPORTS,
     Reduced,
     TopKBehavior,
     reduce_to_support,
     sampled_behavior_logp,
 )
 
-KINDS = ("kl", "reverse_kl", "tv", "binary_kl", "binary_tv", "topk_kl", "topk_tv")
-_FULL_KINDS = ("kl", "reverse_kl", "tv")
-_TOPK_KINDS = ("topk_kl", "topk_tv")
+KINDS = tuple(Divergence)
+_FULL_KINDS = (Divergence.KL, Divergence.REVERSE_KL, Divergence.TV)
+_TOPK_KINDS = (Divergence.TOPK_KL, Divergence.TOPK_TV)
 
 
 def _xlogy_ratio(logq: Array, logp: Array) -> Array:
@@ -119,14 +119,14 @@ def _check_prob(name: str, x: Array) -> None:
         raise BadInput(f"{name} = {a[bad].flat[0]!r} is not a probability in [0, 1]")
 
 
-def full_divergence(blogp: Array, logp: Array, kind: str) -> Array:
+def full_divergence(behavior_logp: Array, logp: Array, kind: str) -> Array:
     """Full-vocabulary KL / reverse KL / TV from log-probs (no checks; jit-safe)."""
     if kind == "kl":
-        return jnp.sum(_xlogy_ratio(blogp, logp), axis=-1)
+        return jnp.sum(_xlogy_ratio(behavior_logp, logp), axis=-1)
     if kind == "reverse_kl":
-        return jnp.sum(jnp.exp(logp) * (logp - blogp), axis=-1)
+        return jnp.sum(jnp.exp(logp) * (logp - behavior_logp), axis=-1)
     if kind == "tv":
-        return 0.5 * jnp.sum(jnp.abs(jnp.exp(blogp) - jnp.exp(logp)), axis=-1)
+        return 0.5 * jnp.sum(jnp.abs(jnp.exp(behavior_logp) - jnp.exp(logp)), axis=-1)
     raise ValueError(kind)
 
 
@@ -256,10 +256,8 @@ def divergence(
     References:
         DPPO (Qi et al., arXiv 2602.04879) Eq. 13-16 [PAPER]; Stable-RL [CODE].
     """
-    if kind not in KINDS:
-        raise BadInput(f"kind must be one of {KINDS}, got {kind!r}")
-    if support not in SUPPORTS:
-        raise BadInput(f"support must be one of {SUPPORTS}, got {support!r}")
+    kind = choose(Divergence, kind, "kind")
+    support = choose(Support, support, "support")
     if kind in _TOPK_KINDS:
         topk = default_topk(behavior_logp, topk)
         _checks.check_topk(topk)

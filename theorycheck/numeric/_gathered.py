@@ -27,16 +27,16 @@ from jaxtyping import Array
 
 from theorycheck._errors import BadInput
 from theorycheck.numeric import _checks
+from theorycheck.numeric._choices import Divergence, Estimator, Support, choose
 from theorycheck.numeric._ddot import DDOT_KINDS, DdotResult, reduced_ddot
 from theorycheck.numeric._divergence import reduced_divergence
 from theorycheck.numeric._support import (
-    SUPPORTS,
     Reduced,
     TopKBehavior,
     support_slots,
 )
 
-GATHERED_ESTIMATORS = ("topk_aggregated", "topk_uniform")
+GATHERED_ESTIMATORS = (Estimator.TOPK_AGGREGATED, Estimator.TOPK_UNIFORM)
 
 
 def reduce_gathered(
@@ -134,15 +134,14 @@ def topk_predict(
     """
     if not isinstance(behavior, TopKBehavior):
         raise BadInput("topk_predict needs a TopKBehavior (top-K log-probs and ids)")
-    if kind not in DDOT_KINDS:
-        raise BadInput(f"kind must be one of {DDOT_KINDS}, got {kind!r}")
-    if estimator not in GATHERED_ESTIMATORS:
+    kind = choose(Divergence, kind, "kind", DDOT_KINDS)
+    if estimator == Estimator.TOPK_PROPORTIONAL:
         raise BadInput(
-            f"estimator must be one of {GATHERED_ESTIMATORS}, got {estimator!r} "
-            "(topk_proportional needs full logits: use ddot)"
+            "estimator 'topk_proportional' needs full logits: use ddot, not "
+            "topk_predict"
         )
-    if support not in SUPPORTS:
-        raise BadInput(f"support must be one of {SUPPORTS}, got {support!r}")
+    estimator = choose(Estimator, estimator, "estimator", GATHERED_ESTIMATORS)
+    support = choose(Support, support, "support")
     k_given = jnp.shape(behavior.logp)[-1]
     topk = k_given if topk is None else topk
     _checks.check_topk(topk)

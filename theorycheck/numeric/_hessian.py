@@ -118,8 +118,9 @@ def as_logits(logits) -> Array:
     return z
 
 
-def check_sampled(sampled: int, vocab: int) -> int:
-    """The sampled index as an int in ``[0, V)``."""
+def sampled_index(sampled: int, vocab: int) -> int:
+    """The sampled index as an int in ``[0, V)`` (one index; arrays of indices are
+    checked by ``_checks.check_sampled``)."""
     if not isinstance(sampled, int | np.integer) or not 0 <= int(sampled) < vocab:
         raise BadInput(f"sampled = {sampled!r} is out of range for V = {vocab}")
     return int(sampled)
@@ -183,7 +184,7 @@ def hvp_fn(loss: Callable, **inputs) -> Callable[[Array, int, Array], Array]:
         with jax.enable_x64(True):
             z = jnp.asarray(logits, dtype=jnp.float64)
             u = jnp.asarray(vec, dtype=jnp.float64)
-            k = check_sampled(sampled, z.shape[-1])
+            k = sampled_index(sampled, z.shape[-1])
             if not split:  # decided once, on the first call
                 split["v"] = split_inputs(inputs, loss, z, k)
             k_static, static, dynamic = split["v"]
@@ -218,7 +219,7 @@ def logit_hessian(loss: Callable, logits, sampled: int, *, inputs=None) -> Array
         z = as_logits(logits)
         if z.shape[0] > 4 * DENSE_MAX_VOCAB:
             raise BadInput(f"V = {z.shape[0]} is too large for a dense Hessian")
-        k = check_sampled(sampled, z.shape[0])
+        k = sampled_index(sampled, z.shape[0])
         k_static, static, dynamic = split_inputs(inputs or {}, loss, z, k)
         return _dense(loss, k_static, static, z, dynamic)
 
@@ -316,7 +317,7 @@ def min_eigenvalue(
     with jax.enable_x64(True):
         z = as_logits(logits)
         size = z.shape[0]
-        k = check_sampled(sampled, size)
+        k = sampled_index(sampled, size)
         k_static, static, dynamic = split_inputs(inputs or {}, loss, z, k)
         if method == "auto":
             method = "dense" if size <= DENSE_MAX_VOCAB else "lanczos"

@@ -50,13 +50,13 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 from jaxtyping import Array, Float
 
-from theorycheck._errors import BadInput
 from theorycheck.numeric import _checks
+from theorycheck.numeric._choices import Divergence, Support, choose
 from theorycheck.numeric._ddot import full_ddot, reduced_ddot
 from theorycheck.numeric._divergence import default_topk, validate
-from theorycheck.numeric._support import SUPPORTS, Reduced, reduce_to_support
+from theorycheck.numeric._support import Reduced, reduce_to_support
 
-CURVATURE_KINDS = ("kl", "tv", "topk_kl", "topk_tv")
+CURVATURE_KINDS = (Divergence.KL, Divergence.TV, Divergence.TOPK_KL, Divergence.TOPK_TV)
 
 
 def line_terms(logp: Array, sampled: Array):
@@ -76,12 +76,14 @@ def line_terms(logp: Array, sampled: Array):
     return pi, v, c, sigma2, 1.0 - pi_k + other
 
 
-def full_second_order(blogp: Array, logp: Array, sampled: Array, kind: str) -> Array:
+def full_second_order(
+    behavior_logp: Array, logp: Array, sampled: Array, kind: str
+) -> Array:
     """vᵀ∇²D v for full-vocabulary KL or TV (no checks; jit-safe)."""
     pi, v, c, sigma2, _ = line_terms(logp, sampled)
     if kind == "kl":
         return sigma2
-    s = jnp.sign(pi - jnp.exp(blogp))
+    s = jnp.sign(pi - jnp.exp(behavior_logp))
     w = v - c[..., None]
     return 0.5 * jnp.sum(s * pi * (w * w - sigma2[..., None]), axis=-1)
 
@@ -120,11 +122,11 @@ def _log_gap(logpi: Array, logmu: Array) -> Array:
     return jnp.where(logmu > -jnp.inf, jnp.abs(logpi - logmu), jnp.inf)
 
 
-def full_radius(blogp: Array, logp: Array, sampled: Array, kind: str) -> Array:
+def full_radius(behavior_logp: Array, logp: Array, sampled: Array, kind: str) -> Array:
     """First-order radius for full-vocabulary KL or TV (no checks; jit-safe)."""
     span = line_terms(logp, sampled)[-1]
-    dd = full_ddot(blogp, logp, sampled, kind).ddot
-    kink = None if kind == "kl" else jnp.min(_log_gap(logp, blogp), axis=-1)
+    dd = full_ddot(behavior_logp, logp, sampled, kind).ddot
+    kink = None if kind == "kl" else jnp.min(_log_gap(logp, behavior_logp), axis=-1)
     return radius_from(dd, span, kind, kink)
 
 
@@ -144,19 +146,17 @@ def reduced_radius(r: Reduced, logp: Array, sampled: Array, kind: str) -> Array:
 def _curvature(behavior, logits, sampled, what, kind, topk, support):
     logp = jax.nn.log_softmax(logits, axis=-1)
     if kind in ("kl", "tv"):
-        blogp = jnp.asarray(behavior, logp.dtype)
+        behavior_logp = jnp.asarray(behavior, logp.dtype)
         fn = full_second_order if what == "second" else full_radius
-        return fn(blogp, logp, sampled, kind)
+        return fn(behavior_logp, logp, sampled, kind)
     r = reduce_to_support(behavior, logp, sampled, topk=topk, support=support)
     fn = reduced_second_order if what == "second" else reduced_radius
     return fn(r, logp, sampled, kind)
 
 
 def _prepare(behavior, logits, sampled, kind, topk, support):
-    if kind not in CURVATURE_KINDS:
-        raise BadInput(f"kind must be one of {CURVATURE_KINDS}, got {kind!r}")
-    if support not in SUPPORTS:
-        raise BadInput(f"support must be one of {SUPPORTS}, got {support!r}")
+    kind = choose(Divergence, kind, "kind", CURVATURE_KINDS)
+    support = choose(Support, support, "support")
     if kind.startswith("topk"):
         topk = default_topk(behavior, topk)
         _checks.check_topk(topk)

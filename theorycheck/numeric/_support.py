@@ -26,7 +26,9 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 from jaxtyping import Array, Bool, Float, Int
 
-SUPPORTS = ("union", "k_slots")
+from theorycheck.numeric._choices import Support
+
+SUPPORTS = tuple(Support)
 
 
 class TopKBehavior(NamedTuple):
@@ -162,7 +164,9 @@ def reduce_to_support(
         ``compute_topk_kl`` [CODE] for ``k_slots``.
     """
     if support not in SUPPORTS:
-        raise ValueError(f"support must be one of {SUPPORTS}, got {support!r}")
+        raise ValueError(
+            f"support must be one of {', '.join(SUPPORTS)}, got {support!r}"
+        )
     vocab = logp.shape[-1]
     k = jnp.asarray(sampled)[..., None]
     vals, ids = _behavior_topk(behavior, vocab, topk)
@@ -180,8 +184,10 @@ def reduce_to_support(
         mu_t = jnp.where(n_tail > 0, jnp.maximum(1.0 - mu_s, 0.0), 0.0)
         logmu_tail = jnp.log(mu_t)
     else:
-        blogp = jnp.asarray(behavior).astype(logp.dtype)
-        logmu_tail = _masked_logsumexp(blogp, in_s | (blogp == -jnp.inf))
+        behavior_logp = jnp.asarray(behavior).astype(logp.dtype)
+        logmu_tail = _masked_logsumexp(
+            behavior_logp, in_s | (behavior_logp == -jnp.inf)
+        )
     return Reduced(
         logpi=_take(logp, slot_ids),
         logmu=slot_mu,

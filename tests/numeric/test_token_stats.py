@@ -1,4 +1,4 @@
-"""Tests for theorycheck.numeric._blocked: row-blocked stats equal the per-row API."""
+"""Tests for theorycheck.numeric._token_stats: blocked stats equal the per-row API."""
 
 import jax
 import numpy as np

@@ -27,6 +27,7 @@ from jaxtyping import Array
 
 from theorycheck._errors import BadInput
 from theorycheck.numeric import _checks
+from theorycheck.numeric._choices import Support, choose
 from theorycheck.numeric._ddot import ESTIMATORS, reduced_ddot
 from theorycheck.numeric._divergence import (
     reduced_divergence,
@@ -36,7 +37,7 @@ from theorycheck.numeric._second_order import (
     full_radius,
     full_second_order,
 )
-from theorycheck.numeric._support import SUPPORTS, reduce_to_support
+from theorycheck.numeric._support import reduce_to_support
 
 PARTS = ("full", "topk", "second_order")
 
@@ -46,7 +47,8 @@ class MaskConfig(NamedTuple):
 
     Args:
         topk: K of the top-K support (clamped to V).
-        support: ``"union"`` (DPPO Eq. 15-16) or ``"k_slots"`` (reference code).
+        support: :class:`Support` (``"union"``: DPPO Eq. 15-16; ``"k_slots"``:
+            reference code).
         delta_kl: KL threshold (DPPO recommends 0.05).
         delta_tv: TV threshold (DPPO recommends 0.15).
         eps_low: PPO lower clip width.
@@ -58,7 +60,7 @@ class MaskConfig(NamedTuple):
     """
 
     topk: int = 20
-    support: str = "union"
+    support: Support = Support.UNION
     delta_kl: float = 0.05
     delta_tv: float = 0.15
     eps_low: float = 0.2
@@ -70,18 +72,18 @@ def _keep(masked: Array, dtype) -> Array:
 
 
 def rows_stats(
-    blogp, logits, sampled, adv, cfg: MaskConfig, parts: tuple[str, ...] = PARTS
+    behavior_logp, logits, sampled, adv, cfg: MaskConfig, parts: tuple[str, ...] = PARTS
 ) -> dict[str, Array]:
     """The quantities of ``parts`` for a ``[rows, V]`` block (no checks; jit-safe)."""
-    out = fused_full(blogp, logits, sampled)
+    out = fused_full(behavior_logp, logits, sampled)
     dt = out["kl"].dtype
-    blogp, adv = blogp.astype(dt), adv.astype(dt)
+    behavior_logp, adv = behavior_logp.astype(dt), adv.astype(dt)
     topk = "topk" in parts
     if topk or "second_order" in parts:
         logp = jax.nn.log_softmax(logits, axis=-1)
     if topk:
         red = reduce_to_support(
-            blogp, logp, sampled, topk=cfg.topk, support=cfg.support
+            behavior_logp, logp, sampled, topk=cfg.topk, support=cfg.support
         )
         for kind in ("kl", "tv"):
             out["topk_" + kind] = reduced_divergence(red, "topk_" + kind)
@@ -92,8 +94,10 @@ def rows_stats(
                 out[f"global_{kind}_{est}"] = r.global_
     if "second_order" in parts:
         for kind in ("kl", "tv"):
-            out[f"second_order_{kind}"] = full_second_order(blogp, logp, sampled, kind)
-            out[f"radius_{kind}"] = full_radius(blogp, logp, sampled, kind)
+            out[f"second_order_{kind}"] = full_second_order(
+                behavior_logp, logp, sampled, kind
+            )
+            out[f"radius_{kind}"] = full_radius(behavior_logp, logp, sampled, kind)
     estimators = ESTIMATORS if topk else ESTIMATORS[:1]
     r = out["ratio"]
     up, down = (adv > 0) & (r > 1), (adv < 0) & (r < 1)
@@ -112,31 +116,33 @@ def rows_stats(
     return out
 
 
-def fused_full(blogp, logits, sampled) -> dict[str, Array]:
+def fused_full(behavior_logp, logits, sampled) -> dict[str, Array]:
     r"""Full-vocabulary D, binary D, ratio and exact Ḋ (KL, TV) in one fused pass.
 
     The same formulas as ``full_divergence`` / ``full_ddot``, arranged so that XLA
     reads each row once: :math:`e = \exp(z - \max z)`, :math:`\pi = e / \sum e` (no
     second exp), :math:`d = \mu - \pi`, then six row sums. Tested equal to the
-    per-position API (``tests/numeric/test_blocked.py``).
+    per-position API (``tests/numeric/test_token_stats.py``).
     """
     m = jnp.max(logits, axis=-1, keepdims=True)
     e = jnp.exp(logits - m)
     z_sum = jnp.sum(e, axis=-1, keepdims=True)
     pi = e * (1.0 / z_sum)
     logp = logits - (m + jnp.log(z_sum))
-    blogp = blogp.astype(pi.dtype)
-    mu = jnp.exp(blogp)
+    behavior_logp = behavior_logp.astype(pi.dtype)
+    mu = jnp.exp(behavior_logp)
     d = mu - pi
-    live = blogp > -jnp.inf
-    kl = jnp.sum(jnp.where(live, mu * (jnp.where(live, blogp, 0.0) - logp), 0.0), -1)
+    live = behavior_logp > -jnp.inf
+    kl = jnp.sum(
+        jnp.where(live, mu * (jnp.where(live, behavior_logp, 0.0) - logp), 0.0), -1
+    )
     s = jnp.sign(-d)
     s_bar = jnp.sum(s * pi, axis=-1)
     pi2 = pi * pi
     norm2, norm2_s = jnp.sum(pi2, axis=-1), jnp.sum(pi2 * s, axis=-1)
     k = sampled[..., None]
     lp_k = jnp.take_along_axis(logp, k, axis=-1)[..., 0]
-    lm_k = jnp.take_along_axis(blogp, k, axis=-1)[..., 0]
+    lm_k = jnp.take_along_axis(behavior_logp, k, axis=-1)[..., 0]
     p_k, q_k = jnp.exp(lp_k), jnp.exp(lm_k)
     s_k = jnp.sign(p_k - q_k)
     out = {
@@ -167,10 +173,10 @@ def _block_size(rows: int, block_rows: int) -> int:
 
 
 @functools.partial(jax.jit, static_argnames=("cfg", "block", "parts"))
-def _token_stats(blogp, logits, sampled, adv, cfg, block, parts):
+def _token_stats(behavior_logp, logits, sampled, adv, cfg, block, parts):
     n, v = logits.shape
     shaped = lambda x: x.reshape(n // block, block, *x.shape[1:])
-    xs = (shaped(blogp), shaped(logits), shaped(sampled), shaped(adv))
+    xs = (shaped(behavior_logp), shaped(logits), shaped(sampled), shaped(adv))
     out = jax.lax.map(lambda a: rows_stats(*a, cfg, parts), xs)
     return {name: x.reshape(n) for name, x in out.items()}
 
@@ -224,8 +230,7 @@ def token_stats(
         (arXiv 2607.10848) Eq. 7-13: text NOT FOUND, DERIVED/INFERRED.
     """
     config = MaskConfig() if config is None else config
-    if config.support not in SUPPORTS:
-        raise BadInput(f"support must be one of {SUPPORTS}, got {config.support!r}")
+    config = config._replace(support=choose(Support, config.support, "support"))
     _checks.check_topk(config.topk)
     for name in ("delta_kl", "delta_tv", "eps_low", "eps_high"):
         _checks.check_nonnegative(name, getattr(config, name))
