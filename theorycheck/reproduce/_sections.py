@@ -105,7 +105,9 @@ def convexity_section(out: Path, quick: bool) -> SectionResult:
     for name, adv in _progress.bar(jobs, desc="convexity", unit="verdict"):
         start = time.perf_counter()
         try:
-            res = check_convexity(name, params={"adv": adv})
+            # a rule that takes no advantage (sft) refuses --set adv: checked as is
+            params = {"adv": adv} if "adv" in LOSSES[name].inputs else {}
+            res = check_convexity(name, params=params)
             cell = {
                 "verdict": res.verdict,
                 "scope": res.scope,
