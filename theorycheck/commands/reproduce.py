@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME",
-        help="run only this section (repeatable): proofs, convexity, rollouts",
+        help="run only this section (repeatable): proofs, convexity, rollouts, probes",
     )
 
 

@@ -1,18 +1,15 @@
-"""Rollouts from a real checkpoint, the way an RL trainer sees them.
+"""The demo's rollouts: the capitals task through :func:`theorycheck.rl.collect`.
 
-The rollout engine samples in bfloat16 and reports, per generated token, the sampled
-log-prob and the top-K log-probs (as vLLM / SGLang do); the trainer recomputes the same
-positions in float32. The precision mismatch is the real source of the off-policy gap
-(π ≠ μ) that trust-region masks act on before any optimizer step.
+The rollout machinery lives in :mod:`theorycheck.rl`; this module keeps the demo's
+fixed four prompts and its ``collect(model, tasks=..., ...)`` call.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from theorycheck.rl import Problem, Rollouts
+from theorycheck.rl import collect as _collect
 
-import jax.numpy as jnp
-import jax.random as jr
-import numpy as np
+__all__ = ["TASKS", "Rollouts", "collect"]
 
 #: a small verifiable task: the continuation must name the capital.
 TASKS = (
@@ -39,39 +36,6 @@ TASKS = (
 )
 
 
-class Rollouts(NamedTuple):
-    """A group-structured batch of sampled responses with both views of each token.
-
-    Attributes:
-        tokens: ``[B, N]`` sampled ids (B = groups × samples).
-        group: ``[B]`` prompt (group) id of each response.
-        reward: ``[B]`` verifiable reward in {0, 1}.
-        text: the decoded responses.
-        behavior_logp: ``[B, N, V]`` rollout-engine (bfloat16) log-probs, full.
-        topk_logp, topk_ids: ``[B, N, K]`` what the rollout engine reports.
-        logits: ``[B, N, V]`` trainer (float32) logits at the same positions.
-    """
-
-    tokens: np.ndarray
-    group: np.ndarray
-    reward: np.ndarray
-    text: list
-    behavior_logp: np.ndarray
-    topk_logp: np.ndarray
-    topk_ids: np.ndarray
-    logits: np.ndarray
-
-
-def _left_pad(seqs: list[list[int]], pad: int) -> tuple[np.ndarray, np.ndarray]:
-    width = max(len(s) for s in seqs)
-    ids = np.full((len(seqs), width), pad, np.int32)
-    mask = np.zeros((len(seqs), width), np.int32)
-    for i, s in enumerate(seqs):
-        ids[i, width - len(s) :] = s
-        mask[i, width - len(s) :] = 1
-    return ids, mask
-
-
 def collect(
     model,
     *,
@@ -82,7 +46,7 @@ def collect(
     temperature: float,
     seed: int,
 ) -> Rollouts:
-    """Samples ``samples`` responses per task and recomputes them in the trainer.
+    """Samples the demo's prompts in bfloat16 and recomputes them in float32.
 
     Args:
         model: a loaded :class:`theorycheck.models.Model` (float32 parameters).
@@ -94,41 +58,17 @@ def collect(
         seed: PRNG seed.
 
     Returns:
-        :class:`Rollouts`.
+        :class:`~theorycheck.rl.Rollouts` with the full vocabulary recorded.
     """
-    from theorycheck.models import cast_params, forward, generate
-
-    cfg, params, tok = model
-    prompts = [tok.encode(p).ids for p, _ in tasks for _ in range(samples)]
-    group = np.repeat(np.arange(len(tasks)), samples)
-    ids, mask = _left_pad(prompts, pad=0)
-    rollout_params = cast_params(params, jnp.bfloat16)
-    gen = generate(
-        rollout_params,
-        cfg,
-        ids,
-        key=jr.key(seed),
-        prompt_mask=mask,
-        max_new_tokens=new_tokens,
+    problems = [
+        Problem("capitals", p, a, lambda text, a=a: float(a in text)) for p, a in tasks
+    ]
+    return _collect(
+        model,
+        problems,
+        samples=samples,
+        new_tokens=new_tokens,
+        topk=topk,
         temperature=temperature,
-        topk_logprobs=topk,
-        return_full_logprobs=True,
-    )
-    tokens = np.asarray(gen.tokens)
-    full = np.concatenate([ids, tokens], axis=1)
-    full_mask = np.concatenate([mask, np.ones_like(tokens)], axis=1)
-    logits = forward(params, cfg, full, attention_mask=full_mask)
-    start = ids.shape[1] - 1  # row t scores the token at t + 1
-    trainer = np.asarray(logits[:, start : start + new_tokens], np.float32)
-    text = [tok.decode(list(map(int, row))) for row in tokens]
-    reward = np.array([float(tasks[g][1] in t) for g, t in zip(group, text)])
-    return Rollouts(
-        tokens=tokens,
-        group=group,
-        reward=reward,
-        text=text,
-        behavior_logp=np.asarray(gen.full_logprobs, np.float32),
-        topk_logp=np.asarray(gen.topk_logprobs, np.float32),
-        topk_ids=np.asarray(gen.topk_ids, np.int32),
-        logits=trainer,
+        seed=seed,
     )

@@ -137,14 +137,15 @@ def merge_params(trainable: Params, frozen: Params) -> Params:
     return merged
 
 
-@functools.partial(jax.jit, static_argnames=("config",))
+@functools.partial(jax.jit, static_argnames=("config", "rows"))
 def logits_from_hidden(
     trainable: Params,
     frozen: Params,
     config: ModelConfig,
     hidden: Float[Array, "batch seq D"],
     attention_mask: Int[Array, "batch seq"] | None = None,
-) -> Float[Array, "batch seq V"]:
+    rows: tuple[int, int] | None = None,
+) -> Float[Array, "batch rows V"]:
     """Logits from the frozen trunk's residual stream through the trainable top.
 
     Equals ``forward(merge_params(trainable, frozen), ...)`` when ``hidden`` is
@@ -156,13 +157,17 @@ def logits_from_hidden(
         config: the model's config.
         hidden: ``[batch, seq, D]`` after the frozen blocks.
         attention_mask: the same padding mask the trunk used.
+        rows: ``(start, stop)``: only these positions go through the head (the
+            response rows of an RL batch; the head dominates the cost at large V).
 
     Returns:
-        ``[batch, seq, V]`` logits.
+        ``[batch, seq, V]`` logits, or ``[batch, stop - start, V]`` with ``rows``.
     """
     b, s, _ = hidden.shape
     positions, mask = positions_and_mask(attention_mask, b, s)
     x, _ = run_blocks(trainable["blocks"], config, hidden, positions, mask)
+    if rows is not None:
+        x = x[:, rows[0] : rows[1]]
     return head({**frozen, **trainable}, config, x)
 
 

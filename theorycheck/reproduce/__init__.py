@@ -13,6 +13,7 @@ from theorycheck.reproduce._core import (
     provenance,
     run_sections,
 )
+from theorycheck.reproduce._probes import probe_section
 from theorycheck.reproduce._sections import (
     convexity_section,
     proofs_dir,
@@ -25,6 +26,9 @@ SECTIONS: tuple[Section, ...] = (
     Section("proofs", "Do the paper propositions hold?", prove_section),
     Section("convexity", "Logits convexity of every registry rule", convexity_section),
     Section("rollouts", "Rollout analysis on SmolLM2", rollout_section),
+    Section(
+        "probes", "Where first-order ΔD predictions break (SmolLM2)", probe_section
+    ),
 )
 
 
@@ -40,6 +44,7 @@ __all__ = [
     "SectionResult",
     "convexity_section",
     "proofs_dir",
+    "probe_section",
     "prove_section",
     "provenance",
     "reproduce",

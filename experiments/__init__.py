@@ -1,0 +1,1 @@
+"""One experiment per module (``main(argv)``, a config dataclass, ``--tiny``)."""

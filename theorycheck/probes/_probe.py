@@ -1,0 +1,123 @@
+r"""The sign-agreement probe: per-token ΔD predictions against real multi-step updates.
+
+Along the trainer's real schedule (anchor μ fixed, M minibatch steps per epoch, E
+epochs), before each step t with update :math:`\Delta\theta_t` the probe records for
+every token of the batch: D at :math:`\theta_t`; the ratio r and the tabular
+:math:`\dot D` (exact and each top-K estimator, ``theorycheck.numeric.token_stats``);
+the NTK-coupled first and second derivative of D along :math:`\Delta\theta_t`
+(:mod:`._taylor`); and D after the step. D is recorded after every step, so the
+realized change over any horizon (one step, to the end of the epoch, to the end of
+the run) is available. Optionally, at every step the ratio mask, the paper's
+predictive mask and the coupled mask (:mod:`._mask`) are each applied to the same
+minibatch from the same state, and their own updates are measured (side branches;
+the trajectory follows the unmasked update).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import optax
+
+from theorycheck.numeric import MaskConfig, token_stats
+from theorycheck.probes._mask import coupled_mask
+from theorycheck.probes._metrics import signs
+from theorycheck.probes._taylor import divergences, predict_change
+
+ESTIMATORS = ("full", "topk_aggregated", "topk_uniform", "topk_proportional")
+MASKS = ("none", "ratio", "predictive", "coupled")
+
+
+def _mask_branches(trainer, trainable, opt_state, rows, rec, delta, d_after_none):
+    """Each mask's own update from the same state: share masked, D and ΔD of kept."""
+    adv = rec["adv"]
+    d0 = rec["d0"]
+    outside = d0 > delta
+    live = adv != 0
+    clips = {
+        "none": np.zeros_like(live),
+        "ratio": outside & (signs(adv * (rec["ratio"] - 1)) > 0),
+        "predictive": outside & (signs(adv * rec["ddot_full"]) > 0),
+    }
+    keeps = {k: np.where(v & live, 0.0, 1.0) for k, v in clips.items()}
+    keeps["coupled"] = coupled_mask(d0, rec["ntk2"], adv, delta=delta)
+    out = {}
+    for name in MASKS:
+        keep = keeps[name]
+        if name == "none":
+            after = d_after_none
+        else:
+            _, grads = trainer.loss_and_grad(trainable, rows, keep)
+            new, _, _ = trainer.update(trainable, opt_state, grads)
+            after = divergences(trainer, new, rows)
+        out[name] = {"keep": keep, "d_after": after}
+    return out
+
+
+def run_probe(trainer, *, topk: int = 20, delta: float = 0.0, masks: bool = True):
+    """Runs the trainer's schedule and records every per-token quantity.
+
+    Args:
+        trainer: a prepared :class:`theorycheck.rl.Trainer`.
+        topk: K of the top-K Ḋ estimators.
+        delta: δ of the masks (tokens with D > δ are outside the trust region).
+        masks: also evaluate the three masks' own updates at every step.
+
+    Returns:
+        ``{"steps": [record, ...], "trajectory": [E·M + 1, B, N] D after each step,
+        "update_norms": [E·M] global norms of the updates}``;
+        a record holds the step's ``epoch``, ``step``, ``rows`` and ``[B, N]`` arrays
+        ``d0, ntk1, ntk2, ratio, ddot_<estimator>, adv``, ``in_minibatch``, plus
+        ``masks`` (minibatch rows only) when asked.
+    """
+    batch = trainer.batch
+    blogp = np.asarray(batch.behavior_logp)
+    sampled = np.asarray(batch.sampled)
+    adv = np.asarray(batch.adv)
+    trainable = trainer.trainable0
+    opt_state = trainer.optimizer.init(trainable)
+    trajectory = [divergences(trainer, trainable)]
+    steps, norms = [], []
+    for epoch, step, rows in trainer.schedule():
+        _, grads = trainer.loss_and_grad(trainable, rows)
+        new, new_state, delta_theta = trainer.update(trainable, opt_state, grads)
+        d0, first, second = predict_change(trainer, trainable, delta_theta)
+        norms.append(float(optax.tree.norm(delta_theta)))
+        stats = token_stats(
+            blogp,
+            np.asarray(trainer.logits(trainable)),
+            sampled,
+            adv,
+            config=MaskConfig(topk=topk),
+            parts=("full", "topk"),
+            check=False,
+        )
+        in_mb = np.zeros(sampled.shape[0], bool)
+        in_mb[rows] = True
+        rec = {
+            "epoch": epoch,
+            "step": step,
+            "rows": np.asarray(rows),
+            "in_minibatch": np.broadcast_to(in_mb[:, None], sampled.shape),
+            "adv": adv,
+            "d0": d0,
+            "d0_check": trajectory[-1],
+            "ntk1": first,
+            "ntk2": first + 0.5 * second,
+            "ratio": np.asarray(stats["ratio"]),
+        }
+        for est in ESTIMATORS:
+            rec[f"ddot_{est}"] = np.asarray(stats[f"ddot_kl_{est}"])
+        after = divergences(trainer, new)
+        if masks:
+            sub = {k: rec[k][rows] for k in ("adv", "d0", "ratio", "ddot_full", "ntk2")}
+            rec["masks"] = _mask_branches(
+                trainer, trainable, opt_state, rows, sub, delta, after[rows]
+            )
+        steps.append(rec)
+        trajectory.append(after)
+        trainable, opt_state = new, new_state
+    return {
+        "steps": steps,
+        "trajectory": np.stack(trajectory),
+        "update_norms": norms,
+    }

@@ -1,0 +1,268 @@
+r"""A GRPO-style training loop with a fixed rollout anchor, trainable top, any loss.
+
+One rollout batch (anchor μ fixed) is split into M minibatches; each minibatch gives one
+optimizer step, and the whole batch may be passed over for several epochs, all against
+the same μ (the multi-minibatch / multi-epoch schedule of production trainers). The
+objective of a minibatch is
+
+.. math::
+    \mathcal L(\theta) = \sum_{s,t} w_{st}\, m_{st}\,
+        \ell_\text{rule}\big(z_{st}(\theta), k_{st};\ \hat A_s, \log\mu_{st}\big)
+
+with the registry's token rule :math:`\ell_\text{rule}` (``theorycheck.losses.LOSSES``),
+the registry's reduction weights :math:`w` (computed on the minibatch, as frameworks
+do), an optional keep-mask :math:`m` (masked tokens stay in the reduction's
+denominator, as in verl) and GRPO group advantages :math:`\hat A_s`
+(``theorycheck.losses.grpo_advantages``, sample standard deviation).
+
+Only the last ``trainable_blocks`` blocks and the final norm (plus an untied head)
+train: the frozen trunk's residual stream is computed once (exact) and the top runs in
+float64, so tiny realized changes of D at small learning rates are not rounding noise.
+Weights are always jit arguments.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from theorycheck._errors import BadInput
+from theorycheck.losses import LOSSES, Reduction, grpo_advantages, reduction_weights
+from theorycheck.models import hidden_states, logits_from_hidden, split_params
+from theorycheck.rl._config import TrainConfig, make_optimizer
+
+
+class Batch(NamedTuple):
+    """The trainer's view of one rollout batch (rows in minibatch order).
+
+    Attributes:
+        hidden: ``[B, S, D]`` the frozen trunk's residual stream.
+        attention_mask: ``[B, S]`` prompt padding mask.
+        sampled: ``[B, N]`` sampled tokens.
+        adv: ``[B, N]`` per-token advantages (the response's GRPO advantage).
+        behavior_logp: ``[B, N, V]`` log μ (the fixed anchor).
+        response_mask: ``[B, N]`` 1 for trained tokens.
+        group: ``[B]`` prompt ids.
+    """
+
+    hidden: jax.Array
+    attention_mask: jax.Array
+    sampled: jax.Array
+    adv: jax.Array
+    behavior_logp: jax.Array
+    response_mask: jax.Array
+    group: jax.Array
+
+
+@functools.partial(jax.jit, static_argnames=("config", "rows"))
+def _logits(trainable, head_params, config, hidden, attention_mask, rows):
+    return logits_from_hidden(
+        trainable, head_params, config, hidden, attention_mask, rows=rows
+    )
+
+
+def _token_losses(logits, batch: Batch, loss: str, params: tuple):
+    spec = LOSSES[loss]
+    kw = dict(params)
+
+    def one(z, k, a, b):
+        inputs = {"adv": a, "behavior_logp": b}
+        return spec.loss(z, k, **{n: inputs[n] for n in spec.inputs}, **kw)
+
+    return jax.vmap(jax.vmap(one))(
+        logits, batch.sampled, batch.adv, batch.behavior_logp
+    )
+
+
+@functools.partial(
+    jax.jit, static_argnames=("config", "rows", "loss", "params", "reduction", "groups")
+)
+def _grad(
+    trainable, head_params, batch, keep, config, rows, loss, params, reduction, groups
+):
+    weights = reduction_weights(
+        batch.response_mask,
+        Reduction(reduction),
+        group_ids=batch.group,
+        num_groups=groups,
+    )
+
+    def objective(tr):
+        z = logits_from_hidden(
+            tr, head_params, config, batch.hidden, batch.attention_mask, rows=rows
+        )
+        return jnp.sum(weights * keep * _token_losses(z, batch, loss, params))
+
+    return jax.value_and_grad(objective)(trainable)
+
+
+def take_rows(batch: Batch, rows) -> Batch:
+    """The sub-batch of sequence rows ``rows`` (an index array or slice)."""
+    return Batch(*(x[rows] for x in batch))
+
+
+class Trainer:
+    """One rollout batch prepared for training: frozen trunk, anchor, optimizer.
+
+    Args:
+        model: a :class:`theorycheck.models.Model` (float32 parameters).
+        rollouts: :class:`~theorycheck.rl.Rollouts` recorded with ``full_vocab``.
+        config: the :class:`TrainConfig`.
+        seed: seeds the minibatch assignment (a permutation of the rows).
+        dtype: dtype of the trainable top (float64 by default).
+        sharding: a ``jax.sharding.Sharding`` for the row axis (data parallel) or
+            None; the batch arrays are placed with it, weights are replicated.
+        chunk: sequences per call of the whole-batch probes (memory); None = the
+            whole batch at once (the default with a ``sharding``).
+    """
+
+    def __init__(
+        self,
+        model,
+        rollouts,
+        config: TrainConfig,
+        *,
+        seed: int,
+        dtype=jnp.float64,
+        sharding=None,
+        chunk: int | None = 4,
+    ):
+        cfg, params, _ = model
+        if rollouts.behavior_logp is None:
+            raise BadInput("rollouts need full_vocab=True for the trainer's anchor")
+        b, n = rollouts.tokens.shape
+        m = config.minibatches
+        if b % m:
+            raise BadInput(f"{b} sequences do not split into minibatches = {m}")
+        self.config, self.model_config = config, cfg
+        self.chunk = None if sharding is not None else chunk
+        trainable, frozen = split_params(
+            params, cfg, config.trainable_blocks, train_head=config.train_head
+        )
+        cast = lambda t: jax.tree_util.tree_map(lambda a: a.astype(dtype), t)
+        self.trainable0 = cast(trainable)
+        self.head_params = cast(
+            {k: frozen[k] for k in ("embed", "lm_head") if k in frozen}
+        )
+        order = np.random.default_rng(seed).permutation(b)
+        ids, amask = rollouts.sequences()
+        ids, amask = ids[order], amask[order]
+        hidden = hidden_states(
+            params,
+            cfg,
+            ids,
+            num_blocks=cfg.num_layers - config.trainable_blocks,
+            attention_mask=amask,
+        ).astype(dtype)
+        start = rollouts.prompt_ids.shape[1] - 1  # row t scores the token at t + 1
+        self.rows = (start, start + n)
+        self.groups = int(rollouts.group.max()) + 1
+        advantages = grpo_advantages(
+            rollouts.reward, rollouts.group, num_groups=self.groups
+        )
+        self.sequence_adv = np.asarray(advantages.adv)[order]
+        self.zero_groups = int(np.sum(np.asarray(advantages.zero_group)))
+        self.order = order
+        put = (
+            (lambda x: x)
+            if sharding is None
+            else (lambda x: jax.device_put(x, sharding))
+        )
+        batch = Batch(
+            hidden=hidden,
+            attention_mask=jnp.asarray(amask),
+            sampled=jnp.asarray(rollouts.tokens[order]),
+            adv=jnp.asarray(np.repeat(self.sequence_adv[:, None], n, 1), dtype),
+            behavior_logp=jnp.zeros((b, n, cfg.vocab_size), dtype),
+            response_mask=jnp.ones((b, n), dtype),
+            group=jnp.asarray(rollouts.group[order]),
+        )
+        if config.mismatch:
+            blogp = jnp.asarray(rollouts.behavior_logp[order], dtype)
+        else:
+            blogp = jax.nn.log_softmax(self.logits(self.trainable0, batch), axis=-1)
+        self.batch = jax.tree_util.tree_map(put, batch._replace(behavior_logp=blogp))
+        self.optimizer = make_optimizer(config)
+        size = b // m
+        self.minibatch_rows = [np.arange(j * size, (j + 1) * size) for j in range(m)]
+
+    def logits(self, trainable, batch: Batch | None = None) -> jax.Array:
+        """``[b, N, V]`` trainer logits of the response rows of ``batch``."""
+        batch = self.batch if batch is None else batch
+        return _logits(
+            trainable,
+            self.head_params,
+            self.model_config,
+            batch.hidden,
+            batch.attention_mask,
+            self.rows,
+        )
+
+    def loss_and_grad(self, trainable, rows, keep=None):
+        """Minibatch objective and its gradient, optionally with a keep-mask.
+
+        Args:
+            trainable: the trainable parameters.
+            rows: the minibatch's row indices.
+            keep: ``[len(rows), N]`` 1 = keep, 0 = masked (None = keep all).
+
+        Returns:
+            ``(loss, grads)``.
+        """
+        sub = take_rows(self.batch, rows)
+        keep = (
+            jnp.ones_like(sub.adv) if keep is None else jnp.asarray(keep, sub.adv.dtype)
+        )
+        c = self.config
+        return _grad(
+            trainable,
+            self.head_params,
+            sub,
+            keep,
+            self.model_config,
+            self.rows,
+            c.loss,
+            tuple(c.loss_params),
+            c.reduction,
+            self.groups,
+        )
+
+    def update(self, trainable, opt_state, grads):
+        """``(new_trainable, new_opt_state, delta)`` of one optimizer step."""
+        updates, new_state = self.optimizer.update(grads, opt_state, trainable)
+        return optax.apply_updates(trainable, updates), new_state, updates
+
+    def schedule(self):
+        """Yields ``(epoch, step, rows)`` for every optimizer step of the run."""
+        for epoch in range(self.config.epochs):
+            for step, rows in enumerate(self.minibatch_rows):
+                yield epoch, step, rows
+
+
+def train(trainer: Trainer, *, on_step=None):
+    """Runs every step of ``trainer.schedule()``; returns the final parameters.
+
+    Args:
+        trainer: a prepared :class:`Trainer`.
+        on_step: optional callback ``(epoch, step, rows, trainable, opt_state,
+            grads, delta)`` called before each update is applied (probes use it).
+
+    Returns:
+        ``(trainable, losses)`` with the per-step minibatch losses.
+    """
+    trainable = trainer.trainable0
+    opt_state = trainer.optimizer.init(trainable)
+    losses = []
+    for epoch, step, rows in trainer.schedule():
+        loss, grads = trainer.loss_and_grad(trainable, rows)
+        new, new_state, delta = trainer.update(trainable, opt_state, grads)
+        if on_step is not None:
+            on_step(epoch, step, rows, trainable, opt_state, grads, delta)
+        trainable, opt_state = new, new_state
+        losses.append(float(loss))
+    return trainable, losses
