@@ -48,7 +48,7 @@ def _near_boundary(pieces, p: float) -> bool:
 
 def _brute_force_psd(resolved, params, p: float) -> bool:
     """PSD at every tested logit vector with pi_k = p (V = 3), float64 eigenvalues."""
-    inputs = build_inputs(resolved, params, 3, 0, exact=False)[0]
+    inputs = build_inputs(resolved, params, 3, 0, exact=False).numeric
     lams = []
     for s in SPLITS:
         pi = np.asarray([p, (1 - p) * s, (1 - p) * (1 - s)])
@@ -62,7 +62,7 @@ def _check_rule(name, adv):
     regions = regions_by_q(
         resolved.loss,
         0,
-        lambda q: lambda v: build_inputs(resolved, {"adv": adv, "q": q}, v, 0)[1],
+        lambda q: lambda v: build_inputs(resolved, {"adv": adv, "q": q}, v, 0).exact,
         QS,
         timeout_ms=10_000,
     )

@@ -29,7 +29,7 @@ def _structure(spec):
     return analyse_structure(
         resolved.loss,
         0,
-        lambda v: build_inputs(resolved, {}, v, 0)[1],
+        lambda v: build_inputs(resolved, {}, v, 0).exact,
         timeout_ms=10_000,
     )[0], resolved
 
@@ -53,7 +53,7 @@ def test_structure_refutes_the_nonconvex_variant(name):
     if struct.status == "refuted":
         # The witness, mapped to the loss's own logits, has negative curvature.
         logits, u = witness(struct, 3, 0)
-        inputs = build_inputs(resolved, {}, 3, 0)[0]
+        inputs = build_inputs(resolved, {}, 3, 0).numeric
         lam = min_eigenvalue(resolved.loss, np.asarray(logits), 0, inputs=inputs)
         assert lam.value < -1e-6
     else:

@@ -78,7 +78,9 @@ class Chart:
             return Fraction(str(mpmath.nstr(x, 30))).limit_denominator(10**12)
 
 
+#: The chart of the open unit interval (pi_k in (0, 1)): x = u.
 UNIT = Chart("unit")
+#: The chart of the whole real line, compactified: x = atanh(u), u in (-1, 1).
 LINE = Chart("line")
 
 
