@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml constraints.txt
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m theorycheck.demo --out reports/demo
+	$(BIN)/python -m theorycheck reproduce --out reports
 
 LINTED := theorycheck tests benchmarks scripts
 

@@ -56,6 +56,11 @@ def parse_config(cls, argv, *, prog: str, description: str):
         "--tiny", action="store_true", help="tiny random model built in code"
     )
     p.add_argument("--fresh", action="store_true", help="discard finished units")
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="write the report from the finished units; compute nothing new",
+    )
     for f in dataclasses.fields(cls):
         kind = {bool: _bool, int: int, float: float}.get(type(f.default), str)
         p.add_argument(
@@ -141,7 +146,8 @@ class ResultStore:
 
     Args:
         out_dir: output folder (created).
-        config: the run's config (a restart with a different config is refused).
+        config: the run's config (a restart with a different config is refused;
+            the output folder itself may move).
         fresh: start over, discarding finished units.
     """
 
@@ -150,12 +156,13 @@ class ResultStore:
         self.path = os.path.join(out_dir, "results.json")
         self.timings_path = os.path.join(out_dir, "timings.json")
         want = jsonable(dataclasses.asdict(config))
+        same = lambda a: {k: v for k, v in a.items() if k != "out"}  # noqa: E731
         self.data = {"config": want, "units": {}}
         self.timings: dict = {}
         if not fresh and os.path.exists(self.path):
             with open(self.path) as fh:
                 old = json.load(fh)
-            if old.get("config") != want:
+            if same(old.get("config", {})) != same(want):
                 raise BadInput(
                     f"{self.path} holds a run with another config; pass --fresh or "
                     "another --out"
@@ -201,14 +208,19 @@ def data_sharding(devices: int):
     if devices <= 1:
         return None
     import jax
-    from jax.sharding import NamedSharding, PartitionSpec
+    from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
     if jax.device_count() < devices:
         raise BadInput(
             f"devices = {devices} but only {jax.device_count()} are visible "
             "(CPU: XLA_FLAGS=--xla_force_host_platform_device_count=N)"
         )
-    mesh = jax.make_mesh((devices,), ("data",), devices=jax.devices()[:devices])
+    mesh = jax.make_mesh(
+        (devices,),
+        ("data",),
+        devices=jax.devices()[:devices],
+        axis_types=(AxisType.Auto,),  # XLA propagates the row sharding itself
+    )
     return NamedSharding(mesh, PartitionSpec("data"))
 
 

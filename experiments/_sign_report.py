@@ -26,6 +26,14 @@ def _flatten(tree, prefix="") -> dict[str, float]:
     return out
 
 
+def _current(unit: dict) -> dict:
+    """A unit without the entries its analysis version got wrong (see
+    ``sign_agreement.ANALYSIS_VERSION``)."""
+    if unit.get("analysis_version", 1) >= 2:
+        return unit
+    return {k: v for k, v in unit.items() if k != "by_step"}
+
+
 def summarize(units: dict, variant_names: list[str], seeds: list[int]) -> dict:
     """``{variant: {flat key: {"mean", "se", "n"}}}`` over the seeds that finished."""
     from theorycheck.probes import mean_se
@@ -33,7 +41,7 @@ def summarize(units: dict, variant_names: list[str], seeds: list[int]) -> dict:
     summary = {}
     for name in variant_names:
         flat = [
-            _flatten(units[f"{name}/seed{s}"])
+            _flatten(_current(units[f"{name}/seed{s}"]))
             for s in seeds
             if f"{name}/seed{s}" in units
         ]
@@ -86,6 +94,15 @@ def report(data: dict, timings: dict) -> str:
         f"rollouts per seed); mean ± standard error over seeds. Commit "
         f"`{prov['commit']}`.",
         "",
+        *(
+            [
+                f"**Unfinished units (not in any number below):** "
+                f"{', '.join(data['missing_units'])}.",
+                "",
+            ]
+            if data.get("missing_units")
+            else []
+        ),
         "Tokens evaluated: those in the step's minibatch with Â ≠ 0; a predictor that "
         "outputs 0 abstains (coverage). Base rate = share of evaluated tokens whose D "
         'rises = agreement of the trivial predictor "D always rises".',
@@ -93,7 +110,14 @@ def report(data: dict, timings: dict) -> str:
     ]
     for name in names:
         v = s[name]
-        md += [f"## `{name}` — one-step horizon", ""]
+        n = (v.get("metrics/step/always_rise/agreement") or {}).get("n", 0)
+        md += [
+            f"## `{name}` — one-step horizon",
+            "",
+            f"Seeds with updated tokens (a group with mixed rewards): {n} of "
+            f"{len(seeds)}.",
+            "",
+        ]
         rows = []
         for p in MAIN + ("ddot_topk_uniform", "ddot_topk_proportional"):
             k = f"metrics/step/{p}/"

@@ -51,6 +51,11 @@ VARIANT_NAMES = (
 )
 
 
+#: 2: ``by_step`` pools each step with its own realized change (version 1 compared
+#: every step with the first step's change; its ``by_step`` entries are not used).
+ANALYSIS_VERSION = 2
+
+
 @dataclasses.dataclass(frozen=True)
 class Config:
     """The experiment's settings (each is a ``--flag``; ``--tiny`` changes several).
@@ -202,6 +207,7 @@ def run_unit(
         "engine_dtype": rollouts.engine_dtype,
     }
     out["update_norms"] = probe["update_norms"]
+    out["analysis_version"] = ANALYSIS_VERSION
     return out
 
 
@@ -216,13 +222,13 @@ def main(argv=None) -> int:
             prog="python -m experiments.sign_agreement",
             description=__doc__.split("\n\n")[0],
         )
-        return _run(cfg, fresh=args.fresh)
+        return _run(cfg, fresh=args.fresh, report_only=args.report_only)
     except BadInput as err:
         print(f"sign_agreement: error: {err}", file=sys.stderr)
         return 2
 
 
-def _run(cfg: Config, *, fresh: bool) -> int:
+def _run(cfg: Config, *, fresh: bool, report_only: bool = False) -> int:
     import jax
 
     jax.config.update("jax_enable_x64", True)
@@ -238,11 +244,13 @@ def _run(cfg: Config, *, fresh: bool) -> int:
     store = _common.ResultStore(cfg.out, cfg, fresh=fresh)
     sharding = _common.data_sharding(cfg.devices)
     model = None
-    units = [(s, n) for s in seeds for n in grid]
+    # variant-major: every seed of the first variant before the next one, so that an
+    # interrupted run has the base variant over all seeds first
+    units = [(s, n) for n in grid for s in seeds]
     cache: dict = {}
     for seed, name in bar(units, desc="sign agreement", unit="unit"):
         unit = f"{name}/seed{seed}"
-        if store.done(unit):
+        if store.done(unit) or report_only:
             continue
         t0 = time.perf_counter()
         if model is None:
@@ -251,7 +259,6 @@ def _run(cfg: Config, *, fresh: bool) -> int:
         mismatch = train_config(cfg, grid[name]).mismatch
         engine = "bfloat16" if mismatch else "float32"
         if (seed, engine) not in cache:
-            cache.clear() if all(k[0] != seed for k in cache) else None
             _common.log(f"seed {seed}: rollouts ({engine} engine)")
             cache[(seed, engine)] = _rollouts(cfg, model, seed, engine)
         _common.log(f"{unit}: training with the probe")
@@ -266,10 +273,12 @@ def _run(cfg: Config, *, fresh: bool) -> int:
         )
         store.save(unit, result, seconds=time.perf_counter() - t0)
     summary = _sign_report.summarize(store.data["units"], list(grid), seeds)
+    missing = [f"{n}/seed{s}" for s, n in units if not store.done(f"{n}/seed{s}")]
     data = store.finish(
         provenance=_common.provenance(cfg, seeds=seeds),
         variants={n: grid[n] for n in grid},
         summary=summary,
+        missing_units=missing,
     )
     _sign_report.write(cfg.out, data, store.timings)
     print(os.path.join(cfg.out, "report.md"))

@@ -8,7 +8,12 @@ import pytest
 import sympy as sp
 from hypothesis import assume, given, settings
 
-from theorycheck.bridge import UnsupportedOperation, sympy_from_jax, to_sympy_number
+from theorycheck.bridge import (
+    UnsupportedOperation,
+    affine_sympy_from_jax,
+    sympy_from_jax,
+    to_sympy_number,
+)
 from theorycheck.symbolic import Frozen, logit_gradient, logit_hessian, unfreeze
 from theorycheck.testing import TOLERANCE, logits
 
@@ -137,3 +142,38 @@ def test_sympy_from_jax_names_unsupported_primitive():
 def test_sympy_from_jax_rejects_non_scalar():
     with pytest.raises(UnsupportedOperation, match="not a scalar"):
         sympy_from_jax(lambda x, k: x * 2, Z, sampled=0)
+
+
+# --- affine maps of the logits -------------------------------------------------------
+
+
+def _affine_cases():
+    return [
+        (lambda x, k: -jax.nn.log_softmax(x / 0.7)[k], (sp.Rational(10, 7),) * 3),
+        (
+            lambda x, k: -jax.nn.log_softmax(-2.0 * x + jnp.arange(3.0))[k],
+            (sp.Integer(-2),) * 3,
+        ),
+    ]
+
+
+@pytest.mark.parametrize("case", range(2))
+def test_affine_sympy_from_jax_composes_back_to_the_loss(case):
+    fn, alpha = _affine_cases()[case]
+    z = sp.symbols("z0:3", real=True)
+    inner, amap = affine_sympy_from_jax(fn, z, sampled=0)
+    assert amap is not None and amap.alpha == alpha
+    whole = sympy_from_jax(fn, z, sampled=0)
+    composed = inner.xreplace(
+        {zi: a * zi + b for zi, a, b in zip(z, amap.alpha, amap.beta)}
+    )
+    point = {zi: sp.Rational(v, 7) for zi, v in zip(z, (3, -5, 11))}
+    assert abs(sp.N((composed - whole).xreplace(point), 30)) < 1e-25
+
+
+def test_affine_sympy_from_jax_refuses_a_zero_scale():
+    z = sp.symbols("z0:3", real=True)
+    expr, amap = affine_sympy_from_jax(
+        lambda x, k: -jax.nn.log_softmax(x * 0.0)[k], z, sampled=0
+    )
+    assert amap is None and not expr.free_symbols  # a constant loss, no map claimed

@@ -54,6 +54,10 @@ def test_cli_vocabulary_scale_counterexample(capsys):
     assert main([*argv, "--vocab", str(vocab), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["verdict"] == "not_convex"
+    # the values actually used: --set values, the rule's defaults, how mu was built
+    assert out["params"]["adv"] == 1.0 and out["params"]["q"] == 0.2
+    assert out["params"]["log_ratio_clamp"] == 20.0
+    assert out["params"]["behavior_logp"].startswith("log mu; mu_k = q")
     ce = out["counterexample"]
     assert ce["vocab"] == vocab and len(ce["logits"]) == vocab and ce["curvature"] < 0
     methods = {m["method"]: m for m in out["methods"]}

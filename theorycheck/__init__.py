@@ -10,6 +10,6 @@ Subpackages (imports point downwards only):
 """
 
 from theorycheck._errors import BadInput
+from theorycheck._version import __version__ as __version__
 
 __all__ = ["BadInput"]
-__version__ = "0.1.0"

@@ -31,19 +31,26 @@ Examples:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
-import jax.extend.core as jex
 import jax.numpy as jnp
 import numpy as np
 import sympy as sp
 
+from theorycheck import _jaxpr
 from theorycheck.symbolic import Frozen, split_exp_log
 
-__all__ = ["UnsupportedOperation", "sympy_from_jax", "to_sympy_number"]
+__all__ = [
+    "AffineMap",
+    "UnsupportedOperation",
+    "affine_sympy_from_jax",
+    "sympy_from_jax",
+    "to_sympy_number",
+]
 
 
 class UnsupportedOperation(NotImplementedError):
@@ -276,38 +283,26 @@ def _scatter(name, operand, indices, updates, dn):
     return out
 
 
-def _eval_jaxpr(jaxpr, consts, args):
-    env: dict = {}
-
-    def read(v):
-        if isinstance(v, jex.Literal):
-            return _arr(v.val)
-        return env[v]
-
-    for v, val in zip(jaxpr.constvars, consts):
-        env[v] = val
-    for v, val in zip(jaxpr.invars, args):
-        env[v] = val
-    for eqn in jaxpr.eqns:
-        ins = [read(v) for v in eqn.invars]
-        outs = _apply(eqn.primitive.name, ins, eqn.params)
-        if not eqn.primitive.multiple_results:
-            outs = [outs]
-        for v, val in zip(eqn.outvars, outs):
-            env[v] = _box(val)
-    return [read(v) for v in jaxpr.outvars]
+def _rule(eqn, ins):
+    name = eqn.primitive.name
+    if name == "custom_jvp_call" and _custom_name(eqn.params) in _CLOSED_FORMS:
+        return [_box(_ew(_CLOSED_FORMS[_custom_name(eqn.params)], *ins))]
+    if name in _jaxpr.CALL_JAXPR:
+        return _inline(eqn, ins)
+    out = _apply(name, ins, eqn.params)
+    return [_box(v) for v in out] if eqn.primitive.multiple_results else _box(out)
 
 
-def _sub_jaxpr(params, *names):
-    for name in names:
-        if name in params:
-            j = params[name]
-            return (
-                (j.jaxpr, [_arr(c) for c in j.consts])
-                if hasattr(j, "consts")
-                else (j, [])
-            )
-    raise UnsupportedOperation(f"call without a jaxpr ({sorted(params)})")
+def _eval_jaxpr(jaxpr, consts, args, bind=None):
+    return _jaxpr.interpret(jaxpr, consts, args, _rule, literal=_arr, bind=bind)
+
+
+def _inline(eqn, ins):
+    found = _jaxpr.sub_jaxpr(eqn)
+    if found is None:
+        raise UnsupportedOperation(f"call without a jaxpr ({sorted(eqn.params)})")
+    jaxpr, consts = found
+    return _eval_jaxpr(jaxpr, [_arr(c) for c in consts], ins)
 
 
 def _custom_name(params) -> str:
@@ -331,18 +326,6 @@ def _apply(name, ins, params):  # noqa: C901 - one dispatch table
         return _ew(_select, *ins)
     if name == "clamp":
         return _ew(lambda lo, x, hi: _min(_max(x, lo), hi), *ins)
-    if name in ("pjit", "jit", "closed_call", "core_call", "remat", "checkpoint"):
-        jaxpr, consts = _sub_jaxpr(params, "jaxpr", "call_jaxpr")
-        return _eval_jaxpr(jaxpr, consts, ins)
-    if name == "custom_jvp_call":
-        fname = _custom_name(params)
-        if fname in _CLOSED_FORMS:
-            return [_ew(_CLOSED_FORMS[fname], *ins)]
-        jaxpr, consts = _sub_jaxpr(params, "call_jaxpr")
-        return _eval_jaxpr(jaxpr, consts, ins)
-    if name == "custom_vjp_call":
-        jaxpr, consts = _sub_jaxpr(params, "call_jaxpr", "fun_jaxpr")
-        return _eval_jaxpr(jaxpr, consts, ins)
     x = ins[0] if ins else None
     if name == "broadcast_in_dim":
         shape, dims = params["shape"], params["broadcast_dimensions"]
@@ -457,6 +440,18 @@ def sympy_from_jax(
         UnsupportedOperation: naming the first primitive the table does not cover, or
             when the loss does not return a scalar.
     """
+    closed, args = _trace(loss, logits, sampled, inputs)
+    (out,) = _eval_jaxpr(closed.jaxpr, [_arr(c) for c in closed.consts], args)
+    return _finish(out)
+
+
+def _finish(out) -> sp.Expr:
+    expr = sp.sympify(out[()])
+    return _piecewise_max(_drop_max_shifts(expr))
+
+
+def _trace(loss, logits, sampled, inputs):
+    """The closed jaxpr of the loss at ``V = len(logits)`` and its SymPy arguments."""
     inputs = dict(inputs or {})
     static = {k: v for k, v in inputs.items() if isinstance(v, (int, bool, str))}
     traced = {k: v for k, v in inputs.items() if k not in static}
@@ -489,6 +484,95 @@ def sympy_from_jax(
         else traced[n]
         for n in names
     ]
-    (out,) = _eval_jaxpr(closed.jaxpr, [_arr(c) for c in closed.consts], args)
-    expr = sp.sympify(out[()])
-    return _piecewise_max(_drop_max_shifts(expr))
+    return closed, args
+
+
+@dataclasses.dataclass(frozen=True)
+class AffineMap:
+    r"""An invertible affine map of the logits, :math:`z' = lpha \odot z + eta`
+        (every :math:`lpha_i
+    e 0`), exact SymPy numbers."""
+
+    alpha: tuple[sp.Expr, ...]
+    beta: tuple[sp.Expr, ...]
+
+    def to_logits(self, inner_logits, inner_direction):
+        r"""Maps a point and direction of :math:`\tilde L` back to ``L``:
+        :math:`z = (z' - \beta)/\alpha`, :math:`u = u'/\alpha` (same sign of
+        curvature: :math:`u^\top \nabla^2 L\, u = u'^\top \nabla^2 \tilde L\, u'`).
+        """
+        a = np.asarray([float(x) for x in self.alpha])
+        b = np.asarray([float(x) for x in self.beta])
+        return (np.asarray(inner_logits) - b) / a, np.asarray(inner_direction) / a
+
+    def text(self) -> str:
+        """``z' = 10/7*z``, ``z' = z + beta``, ``z' = alpha*z + beta``."""
+        a, b = set(self.alpha), set(self.beta)
+        scale = (sp.sstr(next(iter(a))) + "*") if len(a) == 1 else "alpha*"
+        scale = "" if a == {1} else scale
+        shift = (
+            ""
+            if b == {0}
+            else (" + " + sp.sstr(next(iter(b))) if len(b) == 1 else " + beta")
+        )
+        return f"z' = {scale}z{shift}"
+
+
+def affine_sympy_from_jax(
+    loss: Callable,
+    logits: Sequence[sp.Symbol],
+    *,
+    sampled: int,
+    inputs: Mapping[str, Any] | None = None,
+) -> tuple[sp.Expr, AffineMap | None]:
+    r"""Like :func:`sympy_from_jax`, with an affine map of the logits taken out.
+
+        When every use of the logits goes through :math:`z' = lpha \odot z + eta`
+        (:func:`theorycheck._jaxpr.affine_prefix`; e.g. a temperature ``z / T``) with
+        exact constants :math:`lpha_i
+    e 0`, the result is :math:`	ilde L` written in
+        ``logits`` standing for :math:`z'`, with the map; otherwise ``(L, None)``. Since
+        :math:`
+    abla^2 L = D_lpha
+    abla^2	ilde L\, D_lpha` and the map is onto,
+        :math:`L` is convex iff :math:`	ilde L` is.
+
+        Examples:
+            >>> import jax
+            >>> z = sp.symbols("z0:2", real=True)
+            >>> f = lambda x, k: -jax.nn.log_softmax(x / 0.7)[k]
+            >>> expr, amap = affine_sympy_from_jax(f, z, sampled=0)
+            >>> expr, amap.alpha
+            (-z0 + log(exp(z0) + exp(z1)), (10/7, 10/7))
+    """
+    closed, args = _trace(loss, logits, sampled, inputs)
+    consts = [_arr(c) for c in closed.consts]
+    y = _jaxpr.affine_prefix(closed.jaxpr)
+    if y is None:
+        return _finish(_eval_jaxpr(closed.jaxpr, consts, args)[0]), None
+    marks = [sp.Dummy(f"d{i}", real=True) for i in range(len(logits))]
+    captured = {}
+
+    def bind(var, value):
+        if var is y:
+            captured["y"] = value
+            return np.asarray(list(logits), dtype=object)
+        return value
+
+    args = [np.asarray(marks, dtype=object), *args[1:]]
+    (out,) = _eval_jaxpr(closed.jaxpr, consts, args, bind=bind)
+    alpha, beta = [], []
+    for mark, yi in zip(marks, captured["y"].reshape(-1)):
+        yi = sp.expand(yi)
+        a = sp.diff(yi, mark)
+        b = sp.expand(yi - a * mark)
+        if a.free_symbols or b.free_symbols or not a.is_number or a == 0:
+            return sympy_from_jax(loss, logits, sampled=sampled, inputs=inputs), None
+        alpha.append(a)
+        beta.append(b)
+    expr = _finish(out)
+    if expr.free_symbols & set(marks):
+        return sympy_from_jax(loss, logits, sampled=sampled, inputs=inputs), None
+    if all(a == 1 for a in alpha) and all(b == 0 for b in beta):
+        return expr, None
+    return expr, AffineMap(tuple(alpha), tuple(beta))

@@ -9,7 +9,17 @@ import pytest
 
 from theorycheck.cli import main
 
-KEYS = {"loss", "p", "q", "ratio", "adv", "params", "coefficient", "gated"}
+KEYS = {
+    "loss",
+    "p",
+    "q",
+    "ratio",
+    "log_ratio",
+    "adv",
+    "params",
+    "coefficient",
+    "gated",
+}
 
 
 def _json(capsys, *argv):

@@ -55,6 +55,8 @@ def test_conventions_markdown_flags_differences(capsys):
         (["--batch-shape", "1,2,4", "--lengths", "1,2,3"], "3 entries"),
         (["--batch-shape", "1,2,4", "--lengths", "1,9"], "entry 9"),
         (["--batch-shape", "1,2,4", "--micro-batch-size", "0"], "--micro-batch-size 0"),
+        (["--batch-shape", "1,2,4", "--max-len", str(2**63)], "--max-len 92233"),
+        (["--batch-shape", "1,2,4", "--micro-batch-size", str(2**63)], "batch-size 92"),
     ],
 )
 def test_conventions_bad_input_exits_2(capsys, argv, needle):

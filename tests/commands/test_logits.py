@@ -97,3 +97,58 @@ def test_logits_missing_tokenizer_names_the_file(tiny, tmp_path, capsys):
     os.remove(os.path.join(directory, "tokenizer.json"))
     assert main(["logits", "--model", directory, "--prompt", "x"]) == 2
     assert "tokenizer.json: tokenizer missing" in capsys.readouterr().err
+
+
+def _broken_copy(tiny, tmp_path, edit):
+    """A copy of the tiny HF checkpoint with one tensor edited."""
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    directory = str(tmp_path / "broken")
+    shutil.copytree(tiny[0], directory)
+    path = os.path.join(directory, "model.safetensors")
+    tensors = load_file(path)
+    edit(tensors)
+    save_file(tensors, path)
+    return directory
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, 1e38], ids=["nan", "inf", "huge"])
+def test_logits_non_finite_weights_exit_2(tiny, tmp_path, capsys, value):
+    def edit(t):
+        t["model.norm.weight"][:] = value
+        if value == 1e38:  # finite weights whose product overflows float32
+            t["model.embed_tokens.weight"] *= np.float32(1e10)
+
+    directory = _broken_copy(tiny, tmp_path, edit)
+    assert main(["logits", "--model", directory, "--prompt", "the", "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert "non-finite logits" in captured.err
+
+
+def test_logits_prompt_the_tokenizer_refuses_exits_2(tiny, capsys):
+    prompt = "a\udc80b"  # a lone surrogate: what a non-UTF-8 argv byte becomes
+    assert main(["logits", "--model", tiny[0], "--prompt", prompt]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert "cannot be encoded" in captured.err and "\\udc80" in captured.err
+
+
+def test_logits_tokenizer_larger_than_the_model_exits_2(tiny, tmp_path, capsys):
+    def edit(t):  # keep 100 of 268 rows: ids >= 100 fall outside the model
+        t["model.embed_tokens.weight"] = t["model.embed_tokens.weight"][:100].copy()
+
+    directory = _broken_copy(tiny, tmp_path, edit)
+    config = os.path.join(directory, "config.json")
+    with open(config) as fh:
+        cfg = json.load(fh)
+    cfg["vocab_size"] = 100
+    with open(config, "w") as fh:
+        json.dump(cfg, fh)
+    argv = ["logits", "--model", directory, "--prompt", "then a cat", "--top", "2"]
+    code = main(argv)
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == "" and captured.err.count("\n") == 1
+    assert "outside the model's vocabulary of 100" in captured.err

@@ -129,6 +129,8 @@ def test_predict_human_output(capsys):
         (["--behavior", "0.5,0.5"], "entries"),
         (["--delta", "-0.1"], "--delta"),
         (["--adv", "nan"], "--adv"),
+        (["--topk", "2"], "--topk 2 is used only by a top-K --estimator"),
+        (["--support", "k-slots"], "--support k-slots is used only"),
     ],
 )
 def test_predict_bad_input_exits_2_naming_the_value(capsys, argv, needle):

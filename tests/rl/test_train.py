@@ -1,5 +1,5 @@
-"""The trainer: config checks, exact frozen trunk, on-policy start, two routes to the
-gradient, optimizer controls."""
+"""The trainer: exact frozen trunk, on-policy start, GRPO advantages, two routes to
+the gradient, masked and clipped steps."""
 
 import jax
 import jax.numpy as jnp
@@ -9,25 +9,7 @@ import pytest
 
 from theorycheck._errors import BadInput
 from theorycheck.models import forward, merge_params, split_params
-from theorycheck.rl import TrainConfig, Trainer, make_optimizer, train
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "needle"),
-    [
-        ({"loss": "nope"}, "nope"),
-        ({"loss": "gspo"}, "sequence"),
-        ({"loss": "ppo", "loss_params": (("kappa", 3.0),)}, "kappa"),
-        ({"reduction": "mean_of_nothing"}, "mean_of_nothing"),
-        ({"optimizer": "lion"}, "lion"),
-        ({"minibatches": 17}, "17"),
-        ({"epochs": 0}, "epochs"),
-        ({"lr": -1.0}, "-1.0"),
-    ],
-)
-def test_train_config_refuses_bad_values(kwargs, needle):
-    with pytest.raises(BadInput, match=needle):
-        TrainConfig(**kwargs)
+from theorycheck.rl import TrainConfig, Trainer, train
 
 
 def test_trainer_refuses_a_batch_that_does_not_split(tiny, rollouts_bf16):
@@ -124,16 +106,6 @@ def test_sgd_step_is_minus_lr_times_the_clipped_gradient(tiny, rollouts_bf16):
     want = jax.tree_util.tree_map(lambda g: -0.5 * g * 1e-3 / norm, grads)
     for a, b in zip(jax.tree_util.tree_leaves(delta), jax.tree_util.tree_leaves(want)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-9, atol=1e-15)
-
-
-def test_adam_without_momentum_first_step_is_lr_times_sign():
-    g = {"w": jnp.array([3.0, -0.5, 1e-3])}
-    opt = make_optimizer(
-        TrainConfig(optimizer="adam_no_momentum", lr=0.1, grad_clip=1e9)
-    )
-    step, _ = opt.update(g, opt.init(g), g)
-    # beta1 = 0, bias-corrected second moment = g^2: the step is -lr·g/(|g| + eps)
-    np.testing.assert_allclose(np.asarray(step["w"]), -0.1 * np.sign(g["w"]), rtol=1e-4)
 
 
 def test_train_runs_every_step_and_moves_the_weights(tiny, rollouts_bf16):

@@ -13,6 +13,8 @@ HELP = (
     "gates, zero-advantage groups and log-ratio clamp activations of a batch"
 )
 DEFAULT_RULES = "ppo,dppo_binary_tv,glm5,dapo,cispo,sapo"
+#: file types of ``--plot`` (matplotlib writes each).
+PLOT_SUFFIXES = (".png", ".pdf", ".svg")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="override one rule's hyperparameter (repeatable)",
     )
     parser.add_argument(
-        "--plot", metavar="PNG", help="also save a bar chart of the gated shares"
+        "--plot",
+        metavar="PNG",
+        help="also save a bar chart of the gated shares (.png, .pdf or .svg)",
     )
 
 
@@ -54,6 +58,17 @@ def _overrides(items, rules):
     return {r: resolve_params(r, kv)[0] for r, kv in per_rule.items()}
 
 
+def _zero_groups_line(report: dict) -> str:
+    share = report["zero_adv_group_share"]
+    empty = report["empty_groups"]
+    if share is None:
+        return "Zero-advantage groups: none to count (no group has a valid token)"
+    text = f"Zero-advantage groups: {100 * share:.2f}% of the groups with valid tokens"
+    if empty:
+        text += f" ({empty} group(s) have no valid token)"
+    return text
+
+
 def render_markdown(report: dict) -> str:
     """The audit table as markdown."""
     lines = [
@@ -61,7 +76,7 @@ def render_markdown(report: dict) -> str:
         f"{report['groups']} groups, {report['tokens']} valid tokens "
         f"({report['nonzero_adv_tokens']} with nonzero advantage)",
         "",
-        f"Zero-advantage groups: {100 * report['zero_adv_group_share']:.2f}%",
+        _zero_groups_line(report),
         "",
         "| rule | gated share of nonzero-advantage weight | gated tokens | "
         "log-ratio clamp active |",
@@ -90,9 +105,10 @@ def save_plot(report: dict, path: str) -> None:
     fig, ax = plt.subplots(figsize=(1.2 * len(names) + 2, 3.2))
     ax.bar(names, shares, color="#4c72b0")
     ax.set_ylabel("gated share of nonzero-adv. weight (%)")
+    share = report["zero_adv_group_share"]
     ax.set_title(
         f"{Path(report['batch']).name}: zero-advantage groups "
-        f"{100 * report['zero_adv_group_share']:.1f}%"
+        + ("n/a" if share is None else f"{100 * share:.1f}%")
     )
     for i, v in enumerate(shares):
         ax.text(i, v, f"{v:.1f}", ha="center", va="bottom", fontsize=8)
@@ -113,17 +129,16 @@ def run(args: argparse.Namespace) -> int:
     import jax
 
     from theorycheck._errors import BadInput
-    from theorycheck.cli import emit_json
+    from theorycheck.commands._output import check_output_path, emit_json
     from theorycheck.losses import audit_batch, check_rules, load_batch
 
-    rules = check_rules([r.strip() for r in args.rules.split(",") if r.strip()])
+    try:
+        rules = check_rules([r.strip() for r in args.rules.split(",") if r.strip()])
+    except BadInput as err:
+        raise BadInput(f"--rules {args.rules!r}: {err}") from None
     params = _overrides(args.params, rules)
     if args.plot is not None:
-        parent = Path(args.plot).parent
-        if not parent.is_dir():
-            raise BadInput(
-                f"--plot {args.plot!r}: directory {str(parent)!r} does not exist"
-            )
+        check_output_path("--plot", args.plot, PLOT_SUFFIXES)
     batch = load_batch(args.batch)
     jax.config.update("jax_enable_x64", True)
     report = {

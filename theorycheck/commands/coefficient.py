@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 
 NAME = "coefficient"
 HELP = "gradient coefficient c (objective gradient = c grad log pi_k) of one token"
@@ -46,11 +47,28 @@ def check_probability(flag: str, value: float) -> None:
         raise BadInput(f"{flag} {value!r} must lie in (0, 1]")
 
 
+def log_ratio(p: float, q: float) -> float:
+    r""":math:`\log r = \log p - \log q`, exact to rounding wherever it is defined.
+
+    ``log(p / q)`` while ``p / q`` is a normal float64 (no cancellation in the
+    difference of logs near r = 1); ``log p - log q`` where ``p / q`` overflows or
+    is subnormal (``--q 1e-320``), so ``|log r|`` stays finite.
+
+    Examples:
+        >>> round(log_ratio(1.0, 1e-320), 3)
+        736.827
+    """
+    ratio = p / q
+    if math.isfinite(ratio) and ratio >= sys.float_info.min:
+        return math.log(ratio)
+    return math.log(p) - math.log(q)
+
+
 def run(args: argparse.Namespace) -> int:
     import jax
 
     from theorycheck._errors import BadInput
-    from theorycheck.cli import emit_json
+    from theorycheck.commands._output import emit_json
     from theorycheck.losses import get_rule, parse_assignments, resolve_params
 
     spec = get_rule(args.name, token=True)
@@ -63,22 +81,32 @@ def run(args: argparse.Namespace) -> int:
     )
     jax.config.update("jax_enable_x64", True)
     c, gated = spec.coefficient(args.p, args.q, args.adv, **inputs, **params)
+    c = float(c)
+    if not math.isfinite(c):
+        raise BadInput(
+            f"{args.name} at --p {args.p!r} --q {args.q!r} --adv {args.adv!r}: the "
+            f"coefficient is {c!r} (not finite in float64)"
+        )
+    ratio = args.p / args.q
+    log_r = log_ratio(args.p, args.q)
     result = {
         "loss": args.name,
         "p": args.p,
         "q": args.q,
-        "ratio": args.p / args.q,
+        "ratio": ratio if math.isfinite(ratio) else None,
+        "log_ratio": log_r,
         "adv": args.adv,
         "params": {**params, **inputs},
-        "coefficient": float(c),
+        "coefficient": c,
         "gated": bool(gated),
     }
     if args.json:
         emit_json(result)
         return 0
     shown = ", ".join(f"{k}={v:g}" for k, v in result["params"].items())
+    r_text = f"{ratio:.6g}" if math.isfinite(ratio) else f"exp({log_r:.6g})"
     print(
-        f"{args.name}  p={args.p:g}  q={args.q:g}  r={result['ratio']:.6g}  "
+        f"{args.name}  p={args.p:g}  q={args.q:g}  r={r_text}  "
         f"adv={args.adv:g}  ({shown})"
     )
     print(
@@ -86,10 +114,9 @@ def run(args: argparse.Namespace) -> int:
         + ("   gated: the rule zeroes this token" if result["gated"] else "")
     )
     clamp = params.get("log_ratio_clamp")
-    if clamp is not None and abs(math.log(args.p / args.q)) > clamp:
-        size = abs(math.log(args.p / args.q))
+    if clamp is not None and abs(log_r) > clamp:
         print(
-            f"  log-ratio guard active: |log r| = {size:.4g} > {clamp:g}; "
+            f"  log-ratio guard active: |log r| = {abs(log_r):.4g} > {clamp:g}; "
             "c = 0 wherever the gradient flows through r"
         )
     return 0

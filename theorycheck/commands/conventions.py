@@ -137,20 +137,29 @@ def run(args: argparse.Namespace) -> int:
     import jax
 
     from theorycheck._errors import BadInput
-    from theorycheck.cli import emit_json
-    from theorycheck.losses import conventions_report
+    from theorycheck.commands._output import emit_json, flag_names
+    from theorycheck.losses import check_batch_shape, conventions_report
 
     shape = _ints("--batch-shape", args.batch_shape)
     if len(shape) != 3:
         raise BadInput(f"--batch-shape {args.batch_shape!r}: expected B,G,T")
+    names = flag_names(
+        batch_shape="--batch-shape",
+        lengths="--lengths",
+        micro_batch_size="--micro-batch-size",
+        max_len="--max-len",
+    )
+    with names:
+        check_batch_shape(shape)  # the size check, before anything is built
     lengths = None if args.lengths is None else _ints("--lengths", args.lengths)
     jax.config.update("jax_enable_x64", True)
-    report = conventions_report(
-        tuple(shape),
-        lengths,
-        micro_batch_size=args.micro_batch_size,
-        max_len=args.max_len,
-    )
+    with names:
+        report = conventions_report(
+            tuple(shape),
+            lengths,
+            micro_batch_size=args.micro_batch_size,
+            max_len=args.max_len,
+        )
     if args.json:
         emit_json(report)
     else:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
+import os
 import pathlib
+import re
 
 import numpy as np
 
@@ -27,12 +30,15 @@ def add_arguments(parser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="input or hyperparameter, e.g. adv=-1, q=0.3, eps_high=0.28",
+        help="input or hyperparameter, e.g. adv=-1, q=0.3, eps_high=0.28 "
+        "(beats the function's own default; a key the loss does not take is an "
+        "error)",
     )
     parser.add_argument(
         "--at",
         metavar="LOGITS",
-        help="local check at these logits: comma-separated, or a .npy/.txt file",
+        help="local check at these logits: comma- or space-separated, or a 1-D .npy "
+        "or a .txt file",
     )
     parser.add_argument(
         "--sampled", type=int, default=None, help="sampled token for --at"
@@ -48,77 +54,83 @@ def add_arguments(parser) -> None:
     )
 
 
-def _params(items) -> dict[str, float]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise BadInput(f"--set {item!r}: expected KEY=VALUE")
-        try:
-            out[key] = float(value)
-        except ValueError:
-            raise BadInput(f"--set {item!r}: {value!r} is not a number") from None
-    return out
-
-
 def _logits(text: str) -> np.ndarray:
+    """``--at``: numbers separated by commas and/or whitespace, a 1-D ``.npy``, or a
+    ``.txt`` of such numbers."""
     path = pathlib.Path(text)
+    if text.endswith((".npy", ".txt")) and not path.is_file():
+        raise BadInput(f"--at {text!r}: file does not exist")
     if text.endswith(".npy"):
-        if not path.is_file():
-            raise BadInput(f"--at {text!r}: file does not exist")
-        return np.load(path).astype(np.float64).reshape(-1)
+        try:
+            arr = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as err:
+            raise BadInput(f"--at {text!r}: not a readable .npy ({err})") from None
+        if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.number):
+            raise BadInput(
+                f"--at {text!r}: need a 1-D numeric array, got shape "
+                f"{arr.shape} of {arr.dtype}"
+            )
+        return arr.astype(np.float64)
     if text.endswith(".txt"):
-        if not path.is_file():
-            raise BadInput(f"--at {text!r}: file does not exist")
-        text = path.read_text().replace("\n", ",")
+        text = path.read_text()
+    items = [t for t in re.split(r"[,\s]+", text.strip()) if t]
     try:
-        return np.asarray([float(t) for t in text.split(",") if t.strip()], np.float64)
+        return np.asarray([float(t) for t in items], np.float64)
     except ValueError:
         raise BadInput(
-            f"--at {text[:40]!r}: not a comma-separated list of numbers"
+            f"--at {text[:40]!r}: not a comma- or space-separated list of numbers"
         ) from None
 
 
-def run(args) -> int:
-    from theorycheck.cli import emit_json
-    from theorycheck.convexity import check_convexity, local_check
+def _report_dir(text: str) -> pathlib.Path:
+    """``--report DIR``, checked (and created) before any work."""
+    out = pathlib.Path(text)
+    if out.exists() and not out.is_dir():
+        raise BadInput(f"--report {text!r}: exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise BadInput(
+            f"--report {text!r}: cannot create it ({err.strerror})"
+        ) from None
+    if not os.access(out, os.W_OK):
+        raise BadInput(f"--report {text!r}: the directory is not writable")
+    return out
 
-    params = _params(args.params)
-    if args.timeout <= 0:
-        raise BadInput(f"--timeout {args.timeout}: must be > 0")
-    if args.at is not None:
-        if args.sampled is None:
-            raise BadInput("--at needs --sampled K")
-        out = local_check(args.spec, _logits(args.at), args.sampled, params=params)
-        obj = {
-            "loss": out["loss"],
-            "min_eigenvalue": out["min_eigenvalue"],
-            "psd": out["psd"],
-        }
-        if args.json:
-            emit_json(obj)
-        else:
-            print(
-                f"{out['loss']}: min eigenvalue {out['min_eigenvalue']:.6g} "
-                f"({out['method']}, residual {out['residual']:.2g}); psd = {out['psd']}"
-            )
-        return 0
-    if args.sampled is not None:
-        raise BadInput("--sampled is only used with --at")
-    vocab = tuple(args.vocab or (3,))
-    result = check_convexity(
-        args.spec, vocab=vocab, params=params, timeout_s=args.timeout
-    )
-    if args.report:
-        from theorycheck.convexity._report import write_report
 
-        write_report(result, args.spec, args.report)
+def _local(args, params, call) -> int:
+    from theorycheck.commands._output import emit_json
+    from theorycheck.convexity import local_check
+
+    if args.sampled is None:
+        raise BadInput("--at needs --sampled K")
+    out = call(local_check, args.spec, _logits(args.at), args.sampled, params=params)
     if args.json:
-        emit_json(result.to_json())
+        keys = ("loss", "params", "min_eigenvalue", "psd")
+        emit_json({k: out[k] for k in keys})
         return 0
+    print(
+        f"{out['loss']}: min eigenvalue {out['min_eigenvalue']:.6g} "
+        f"({out['method']}, residual {out['residual']:.2g}); psd = {out['psd']}"
+    )
+    print(f"  params: {_params_text(out['params'])}")
+    return 0
+
+
+def _params_text(params: dict) -> str:
+    return ", ".join(f"{k} = {v}" for k, v in params.items()) or "(none)"
+
+
+def _print(result) -> None:
     print(f"{result.loss}: {result.verdict} ({result.scope})")
+    if result.reason:
+        print(f"  why unknown: {result.reason}")
+    print(f"  params: {_params_text(result.params)}")
     if result.condition:
-        print(f"  convex where: {result.condition}")
+        label = (
+            "convex where" if result.verdict != "unknown" else "convex iff (undecided)"
+        )
+        print(f"  {label}: {result.condition}")
     for m in result.methods:
         print(f"  [{m['status']}] {m['method']}: {m['detail']}")
     if result.counterexample:
@@ -128,4 +140,44 @@ def run(args) -> int:
             f"direction {np.round(ce['direction'], 6).tolist()}, "
             f"curvature {ce['curvature']:.6g}"
         )
+
+
+def _check_and_report(spec: str, report, **kwargs):
+    """The check and its report in one call (one isolated child for a user file:
+    the report evaluates the loss, and the user's code never leaves the child)."""
+    from theorycheck.convexity import check_convexity, write_report
+
+    result = check_convexity(spec, **kwargs)
+    if report is not None:
+        write_report(result, report)
+    return result
+
+
+def run(args) -> int:
+    from theorycheck.commands._isolate import caller_for
+    from theorycheck.commands._output import emit_json
+    from theorycheck.losses import parse_assignments
+
+    params = parse_assignments(args.params)
+    if not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise BadInput(f"--timeout {args.timeout}: must be a finite number > 0")
+    call = caller_for(args.spec, args.timeout)  # user files: isolated, deadline
+    if args.at is not None:
+        return _local(args, params, call)
+    if args.sampled is not None:
+        raise BadInput("--sampled is only used with --at")
+    report = _report_dir(args.report) if args.report else None
+    vocab = tuple(args.vocab or (3,))
+    result = call(
+        _check_and_report,
+        args.spec,
+        report,
+        vocab=vocab,
+        params=params,
+        timeout_s=args.timeout,
+    )
+    if args.json:
+        emit_json(result.to_json())
+    else:
+        _print(result)
     return 0

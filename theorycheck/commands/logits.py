@@ -35,8 +35,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def encode_prompt(model, prompt: str) -> list[int]:
+    """Token ids of ``prompt``; BadInput if the tokenizer refuses it or gives no
+    token, or an id outside the model's vocabulary."""
+    try:
+        ids = list(model.tokenizer.encode(prompt).ids)
+    except Exception as err:  # tokenizers raises bare Exception subclasses
+        first = (str(err).strip().splitlines() or [""])[0]
+        raise BadInput(
+            f"--prompt {prompt!r} cannot be encoded: {type(err).__name__}: {first}"
+        ) from None
+    if not ids:
+        raise BadInput(f"--prompt {prompt!r} encodes to no tokens")
+    vocab = model.config.vocab_size
+    outside = [i for i in ids if not 0 <= i < vocab]
+    if outside:
+        raise BadInput(
+            f"--prompt {prompt!r} encodes to token id {outside[0]}, outside the "
+            f"model's vocabulary of {vocab}: tokenizer and weights do not match"
+        )
+    return ids
+
+
 def next_token_distribution(model, prompt: str) -> np.ndarray:
-    """Float64 probabilities of the token after ``prompt``, ``[V]``.
+    r"""Float64 probabilities of the token after ``prompt``, ``[V]``.
+
+    .. math::
+        p = \operatorname{softmax}(z_{\text{last}})
 
     Args:
         model: a loaded :class:`theorycheck.models.Model`.
@@ -44,27 +69,39 @@ def next_token_distribution(model, prompt: str) -> np.ndarray:
 
     Returns:
         The softmax of the last position's logits.
+
+    Raises:
+        BadInput: the prompt cannot be encoded, or the logits are not finite
+        (NaN or huge weights in the checkpoint).
     """
     from theorycheck.models import forward
 
-    ids = model.tokenizer.encode(prompt).ids
-    if not ids:
-        raise BadInput(f"--prompt {prompt!r} encodes to no tokens")
+    ids = encode_prompt(model, prompt)
     logits = np.asarray(
         forward(model.params, model.config, np.asarray([ids], dtype=np.int32))[0, -1],
         np.float64,
     )
+    bad = ~np.isfinite(logits)
+    if bad.any():
+        raise BadInput(
+            f"non-finite logits after --prompt {prompt!r}: {int(bad.sum())} of "
+            f"{logits.size} are NaN or infinite (first at token id "
+            f"{int(np.argmax(bad))}); the checkpoint's weights are not usable"
+        )
     z = logits - logits.max()
     return np.exp(z) / np.exp(z).sum()
 
 
 def run(args: argparse.Namespace) -> int:
-    from theorycheck.cli import emit_json
+    from theorycheck._progress import stage
+    from theorycheck.commands._output import emit_json
     from theorycheck.models import load_model
 
     if args.top < 1:
         raise BadInput(f"--top {args.top} must be >= 1")
+    stage(f"loading model {args.model}")
     model = load_model(args.model)
+    stage(f"next-token distribution after {len(args.prompt)} characters")
     if args.top > model.config.vocab_size:
         raise BadInput(
             f"--top {args.top} exceeds the vocabulary size {model.config.vocab_size}"

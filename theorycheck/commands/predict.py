@@ -60,8 +60,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--support",
         choices=("union", "k-slots"),
-        default="union",
-        help="top-K support: TopK(mu,K) + {k} (DPPO Eq. 15-16) or "
+        default=None,
+        help="top-K support (default union): TopK(mu,K) + {k} (DPPO Eq. 15-16) or "
         "k replacing the K-th slot (DPPO reference code)",
     )
     parser.add_argument(
@@ -126,6 +126,12 @@ def predict(args: argparse.Namespace) -> dict:
         )
     if not math.isfinite(args.adv):
         raise BadInput(f"--adv {args.adv!r} must be finite")
+    if args.estimator == "full":
+        for flag, value in (("--topk", args.topk), ("--support", args.support)):
+            if value is not None:
+                raise BadInput(
+                    f"{flag} {value} is used only by a top-K --estimator, not 'full'"
+                )
     topk = min(20, v) if args.topk is None else args.topk
     if not 1 <= topk <= v:
         raise BadInput(f"--topk {topk} must lie in [1, V = {v}]")
@@ -133,7 +139,7 @@ def predict(args: argparse.Namespace) -> dict:
     if not (math.isfinite(delta) and delta >= 0):
         raise BadInput(f"--delta {delta!r} must be finite and >= 0")
     estimator = args.estimator.replace("-", "_")
-    support = args.support.replace("-", "_")
+    support = (args.support or "union").replace("-", "_")
     full = estimator == "full"
     kind = args.divergence if full else "topk_" + args.divergence
 
@@ -192,7 +198,7 @@ def predict(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from theorycheck.cli import emit_json
+    from theorycheck.commands._output import emit_json
 
     out = predict(args)
     if args.json:

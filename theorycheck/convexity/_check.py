@@ -1,22 +1,21 @@
-r"""``check_convexity``: structure → symbolic → formal → numeric search, one verdict.
+r"""``check_convexity``: the stages in order, then one pure combiner decides.
 
 A loss is *logits-convex* when its logit Hessian (frozen quantities held constant, as
 ``jax.hessian`` treats ``stop_gradient``) is positive semidefinite at every logit
-vector.
-Verdicts are sound: ``convex`` only with a proof (a structure theorem for every V, or z3
-at the listed V); ``not_convex`` only with a counterexample re-checked exactly (z3
-model,
-rational arithmetic) or by two float64 routes (autodiff Hessian-vector product and a
-second difference with ``stop_gradient`` values frozen);
-otherwise ``unknown``. The LCO paper's logits-convexity definition (Hessian PSD) is from
-secondary sources (papers.md §2.1); its text is NOT FOUND.
+vector. Verdicts are sound: ``convex`` only with a proof (a structure theorem for every
+V when the jaxpr is one program for every V, or z3 at the listed V); ``not_convex``
+only with a counterexample re-checked exactly (z3 model, rational arithmetic; a
+structural witness at 50 digits) and in float64 (autodiff Hessian-vector product and a
+second difference with ``stop_gradient`` values frozen); otherwise ``unknown``. The
+rules live in :func:`theorycheck.convexity._combine.combine`. The LCO paper's
+logits-convexity definition (Hessian PSD) is from secondary sources (papers.md §2.1);
+its text is NOT FOUND.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from fractions import Fraction
 from typing import Any
 
 import jax
@@ -24,9 +23,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from theorycheck._errors import BadInput
-from theorycheck.convexity import _search
-from theorycheck.convexity._budget import Deadline, StageTimeout
-from theorycheck.convexity._resolve import build_inputs, resolve
+from theorycheck._progress import stage
+from theorycheck.convexity import _stages as st
+from theorycheck.convexity._budget import Deadline
+from theorycheck.convexity._combine import combine
+from theorycheck.convexity._resolve import ResolvedLoss, build_inputs, resolve
+from theorycheck.convexity._sanity import sanity_check, shape_check
+from theorycheck.convexity._types import Family, MethodResult, Scope, Status, Verdict
 
 __all__ = ["ConvexityResult", "check_convexity", "local_check", "sanity_check"]
 
@@ -37,147 +40,129 @@ SYMBOLIC_BUDGET_FACTOR = 5
 
 @dataclasses.dataclass
 class ConvexityResult:
-    """The verdict and how it was reached (the CLI's JSON object)."""
+    """The verdict and how it was reached (the CLI's JSON object is :meth:`to_json`).
+
+    ``resolved`` and ``settings`` (the ``--set`` values) let the report rebuild the
+    inputs without resolving the spec again.
+    """
 
     loss: str
-    verdict: str
+    verdict: Verdict
     scope: str
     methods: list[dict[str, str]]
     counterexample: dict[str, Any] | None
     condition: str | None
-    params: dict[str, float]
+    params: dict[str, Any]
     family: str | None = None
     fit: Any = None
+    reason: str | None = None
+    resolved: ResolvedLoss | None = None
+    settings: dict[str, float] = dataclasses.field(default_factory=dict)
+    #: the structure stage's full record, if it ran
+    structure: Any = None
+
+    @property
+    def families(self) -> tuple[Family | str, ...]:
+        """The structural family names (``Family`` members; a name the enum does not
+        know yet is kept as text)."""
+        names = self.family.split("+") if self.family else []
+        known = {f.value for f in Family}
+        return tuple(Family(n) if n in known else n for n in names)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "loss": self.loss,
-            "verdict": self.verdict,
+            "params": self.params,
+            "verdict": str(self.verdict),
             "scope": self.scope,
+            "reason": self.reason,
             "methods": self.methods,
             "counterexample": self.counterexample,
             "condition": self.condition,
         }
 
 
-def sanity_check(loss, vocab: int, sampled: int, inputs) -> None:
-    """Evaluates the loss once: it must run and return one finite scalar.
-
-    Raises:
-        BadInput: naming what went wrong.
-    """
-    z = np.linspace(-1.0, 1.0, vocab)
-    try:
-        with jax.enable_x64(True):
-            out = jax.jit(lambda x: loss(x, sampled, **inputs))(
-                jnp.asarray(z, jnp.float64)
-            )
-    except BadInput:
-        raise
-    except Exception as err:  # the user's function: report whatever it raised
-        raise BadInput(f"the loss raised {type(err).__name__}: {err}") from err
-    if out.shape != ():
-        raise BadInput(f"the loss returns shape {tuple(out.shape)}, not a scalar")
-    if not bool(jnp.isfinite(out)):
-        raise BadInput(
-            f"the loss is not finite ({float(out)}) at logits {np.asarray(z)}"
-        )
+def _check_args(vocab, timeout_s: float, num_starts: int) -> None:
+    if not vocab or min(vocab) < 2:
+        raise BadInput(f"--vocab {list(vocab)}: every V must be >= 2")
+    if not (math.isfinite(timeout_s) and timeout_s > 0):
+        raise BadInput(f"--timeout {timeout_s}: must be a finite number > 0")
+    if num_starts < 1:
+        raise BadInput(f"num_starts = {num_starts}: must be >= 1")
 
 
-def _has_live_kink(derived) -> bool:
-    """True when a Piecewise/Min/Max depends on the logits outside ``Frozen``."""
-    import sympy as sp
+def _symbolic_stages(resolved, spec, params, inputs, vocab, timeout_s):
+    """Structure (+ its witness re-check), then z3 at each requested V."""
+    from theorycheck.convexity._structural import derive
 
-    from theorycheck.symbolic import Frozen
-
-    body = derived.expr.xreplace({f: sp.Dummy() for f in derived.expr.atoms(Frozen)})
-    z = set(derived.logits)
-    return any(a.free_symbols & z for a in body.atoms(sp.Piecewise, sp.Min, sp.Max))
-
-
-def _has_frozen_switch(derived) -> bool:
-    """True when a ``Frozen`` value holds a Piecewise whose condition moves with the
-    logits (a detached mask or clipped weight)."""
-    import sympy as sp
-
-    from theorycheck.symbolic import Frozen
-
-    z = set(derived.logits)
-    return any(
-        c.free_symbols & z
-        for f in derived.expr.atoms(Frozen)
-        for pw in f.atoms(sp.Piecewise)
-        for _, c in pw.args
-        if isinstance(c, sp.Basic)
+    sampled, timeout_ms = 0, int(timeout_s * 1000)
+    budget = Deadline(SYMBOLIC_BUDGET_FACTOR * timeout_s)
+    record = inputs[min(vocab)].params
+    stage("structure: deriving the logit Hessian symbolically (every V)")
+    rec, out = st.structure_stage(
+        spec, params, sampled, budget, timeout_ms, SYMBOLIC_BUDGET_FACTOR
     )
+    records = [rec]
+    if rec.status is Status.REFUTED and out.witness is not None:
+        from theorycheck.convexity._structural import witness
 
+        pk, _ = out.witness
+        v = max(3, min(vocab))
+        amap = getattr(out.structure, "affine", None)
+        if amap is not None and len(set(amap.beta)) > 1:
+            v = 3  # a non-uniform shift is known at the derived V only
+        logits, u = witness(out.structure, v, sampled)
+        where = f"pi_k = {float(pk):.6g}, V = {v}"
+        check = st.recheck_stage(resolved.loss, logits, u, inputs[v].numeric, where)
+        curv = check.counterexample["curvature"]
+        ce = st._counterexample(logits, u, curv, v, sampled, record)
+        records = [st.attach(rec, ce), dataclasses.replace(check, counterexample=None)]
+    if out.derived or rec.status not in (Status.PROVED, Status.REFUTED):
+        timed_out = st.timed_out_detail(budget, SYMBOLIC_BUDGET_FACTOR)
 
-def _shape_check(loss, vocab: int, sampled: int, inputs) -> None:
-    """Traces the loss once (no compilation): it must run and return a scalar."""
-    try:
-        with jax.enable_x64(True):
-            out = jax.eval_shape(
-                lambda x: loss(x, sampled, **inputs),
-                jax.ShapeDtypeStruct((vocab,), jnp.float64),
+        seen = {}
+
+        def derive_fn(v):
+            seen[v] = out.derived.get(v) or derive(
+                resolved.loss, v, sampled, inputs[v].exact
             )
-    except Exception as err:  # the user's function: report whatever it raised
-        raise BadInput(f"the loss raised {type(err).__name__}: {err}") from err
-    if out.shape != ():
-        raise BadInput(f"the loss returns shape {tuple(out.shape)}, not a scalar")
+            return seen[v]
 
-
-def _witness_logits(pk: Fraction, vocab: int, sampled: int, kind: str):
-    """Logits with pi_k = pk, the rest uniform, and the theorem's bad direction."""
-    p = float(pk)
-    rest = (1.0 - p) / (vocab - 1)
-    pi = np.full(vocab, rest)
-    pi[sampled] = p
-    logits = np.log(pi)
-    if kind == "fprime":  # a = 0, sigma^2 > 0: move two non-sampled logits apart
-        i, j = [t for t in range(vocab) if t != sampled][:2]
-        u = np.zeros(vocab)
-        u[i], u[j] = 1.0, -1.0
-    else:  # sigma^2 = 0, a = 1: the minimum-variance direction
-        u = np.full(vocab, -p / (1.0 - p))
-        u[sampled] = 1.0
-    return logits, u
-
-
-def _recheck(loss, logits, u, inputs, where: str) -> tuple[dict[str, str], float]:
-    """Float64 re-check of a counterexample by two routes: autodiff (HVP) and a second
-    difference of the loss with its ``stop_gradient`` values frozen at the point.
-
-    Returns:
-        The method entry and the autodiff curvature ``uᵀ H u``.
-    """
-    check = _search.recheck(loss, logits, 0, inputs, u)
-    curv, fd = check.autodiff, check.frozen_fd
-    if check.confirmed:
-        status = "confirmed"
-    elif curv < 0:
-        status = "autodiff only (finite differences cannot resolve it)"
-    else:
-        status = "below float64 resolution (the exact check stands)"
-    fd_text = "n/a" if fd is None else f"{fd:.6g}"
-    return {
-        "method": "float64 re-check",
-        "status": status,
-        "detail": f"u^T H u = {curv:.6g} (autodiff), {fd_text} (frozen finite "
-        f"differences) at {where}",
-    }, curv
-
-
-def _structure_job(spec: str, params, sampled: int, timeout_ms: int):
-    """The structure stage, run in a separate process (module level: picklable)."""
-    from theorycheck.convexity._structural import analyse_structure
-
-    resolved = resolve(spec)
-    return analyse_structure(
-        resolved.loss,
-        sampled,
-        lambda v: build_inputs(resolved, params, v, sampled)[1],
-        timeout_ms=timeout_ms,
-    )
+        for v in sorted(vocab):
+            stage(f"formal: z3 at V = {v}")
+            if out.timed_out and v in (3, 4):  # the same derivation would run out
+                records.append(
+                    MethodResult(
+                        f"z3 V={v}", Status.UNKNOWN, timed_out, st.Stage.FORMAL
+                    )
+                )
+                continue
+            if out.failed:  # the same translation would fail again
+                detail = "the symbolic translation failed (see above)"
+                records.append(
+                    MethodResult(f"z3 V={v}", Status.SKIPPED, detail, st.Stage.FORMAL)
+                )
+                continue
+            frec, fout = st.formal_stage(derive_fn, v, budget, timeout_ms, timed_out)
+            if frec.status is Status.REFUTED and not any(
+                r.counterexample for r in records
+            ):
+                logits, u, exact = st.formal_counterexample(fout, v)
+                amap = getattr(seen.get(v), "affine", None)
+                if amap is not None:  # a point of L~(z'): back to the loss's z
+                    logits, u = (list(a) for a in amap.to_logits(logits, u))
+                where = f"z3 counterexample, V = {v}"
+                check = st.recheck_stage(
+                    resolved.loss, logits, u, inputs[v].numeric, where
+                )
+                ce = st._counterexample(
+                    logits, u, float(fout.curvature), v, sampled, record
+                )
+                frec = st.attach(frec, ce | exact)
+                records += [frec, dataclasses.replace(check, counterexample=None)]
+            else:
+                records.append(frec)
+    return records, out
 
 
 def check_convexity(
@@ -197,7 +182,8 @@ def check_convexity(
     Args:
         spec: registry name or ``path/to/file.py:function``.
         vocab: vocabulary sizes for the formal and numeric stages (each ≥ 2).
-        params: ``--set`` values (``adv``, ``q``, hyperparameters).
+        params: ``--set`` values (``adv``, ``q``, hyperparameters); a key the loss
+            does not take is refused.
         timeout_s: z3 time budget per claim; the symbolic stages together get
             ``SYMBOLIC_BUDGET_FACTOR * timeout_s`` of wall clock, after which they
             report ``unknown`` (timed out) and the verdict rests on the other stages.
@@ -208,223 +194,62 @@ def check_convexity(
         A :class:`ConvexityResult`.
 
     Raises:
-        BadInput: unknown spec, bad parameter, loss that raises / is not a finite
-        scalar.
+        BadInput: unknown spec, bad or unknown parameter, loss that raises / is not a
+        finite real scalar.
     """
-    # SymPy and z3 are imported here only: the local check (--at) does not need them.
-    from theorycheck.bridge import UnsupportedOperation
-    from theorycheck.convexity._formal_stage import formal_psd
-    from theorycheck.convexity._structural import derive
-
     params = dict(params or {})
-    if not vocab or min(vocab) < 2:
-        raise BadInput(f"--vocab {list(vocab)}: every V must be >= 2")
+    _check_args(vocab, timeout_s, num_starts)
     resolved = resolve(spec)
     sampled = 0
-    numeric_in = {
-        v: build_inputs(resolved, params, v, sampled) for v in set(vocab) | {3, 4}
+    stage(f"{resolved.name}: checking the loss runs")
+    invariance, differ = st.invariance_stage(resolved, params, sampled)
+    searched = sorted(set(vocab) | set(differ))
+    inputs = {
+        # exact SymPy inputs only where the symbolic stages run (V <= 5)
+        v: build_inputs(resolved, params, v, sampled, exact=v <= 5)
+        for v in set(searched) | {3, 4}
     }
-    record = numeric_in[min(vocab)][2]
     for v in sorted(set(vocab) | {3}):
-        sanity_check(resolved.loss, v, sampled, numeric_in[v][0])
-    methods: list[dict[str, str]] = []
-    result = ConvexityResult(resolved.name, "unknown", "", methods, None, None, record)
-    timeout_ms = int(timeout_s * 1000)
-
-    def counterexample(logits, u, curvature, vocab_size):
-        return {
-            "logits": [float(x) for x in logits],
-            "sampled": sampled,
-            "params": record,
-            "direction": [float(x) for x in u],
-            "curvature": float(curvature),
-            "vocab": vocab_size,
-        }
-
-    # 1. Structure (every V), from the symbolic form derived from the JAX function.
-    derived = {}
-    budget = Deadline(SYMBOLIC_BUDGET_FACTOR * timeout_s)
-    structure_timed_out = False
-    timed_out = (
-        f"timed out: the symbolic budget ({budget.seconds:.3g} s = "
-        f"{SYMBOLIC_BUDGET_FACTOR} x --timeout) ran out"
-    )
-    try:
-        struct, derived = budget.run_in_process(
-            _structure_job, spec, params, sampled, timeout_ms
-        )
-        methods.append(
-            {"method": "structure", "status": struct.status, "detail": struct.detail}
-        )
-        result.family, result.fit = struct.family, struct.fit
-        result.condition = struct.condition
-        if struct.status == "proved":
-            result.verdict, result.scope = "convex", "all V >= 2"
-        elif struct.status == "refuted":
-            pk, kind = struct.witness
-            v = max(3, min(vocab))
-            logits, u = _witness_logits(pk, v, sampled, kind)
-            inputs_v = numeric_in.get(v, numeric_in[3])[0]
-            entry, curv = _recheck(
-                resolved.loss, logits, u, inputs_v, f"pi_k = {float(pk):.6g}, V = {v}"
-            )
-            methods.append(entry)
-            result.verdict, result.scope = "not_convex", "all V >= 3"
-            result.counterexample = counterexample(logits, u, curv, v)
-    except UnsupportedOperation as err:
-        methods.append(
-            {
-                "method": "symbolic",
-                "status": "skipped",
-                "detail": f"unsupported operation: {err}; numeric only",
-            }
-        )
-    except StageTimeout:
-        structure_timed_out = True
-        methods.append(
-            {"method": "structure", "status": "unknown", "detail": timed_out}
-        )
-    # 2. Formal, at each requested V (a second route, or the only proof).
-    if derived or result.verdict == "unknown":
-        for v in sorted(vocab):
-            if v > 5:
-                methods.append(
-                    {
-                        "method": f"z3 V={v}",
-                        "status": "skipped",
-                        "detail": "formal stage runs for V <= 5",
-                    }
-                )
-                continue
-
-            if structure_timed_out and v in (3, 4):
-                # The same derivation as the structure stage: it would run out again.
-                methods.append(
-                    {"method": f"z3 V={v}", "status": "unknown", "detail": timed_out}
-                )
-                continue
-
-            def formal(v=v):
-                d = derived.get(v) or derive(
-                    resolved.loss, v, sampled, numeric_in[v][1]
-                )
-                return formal_psd(d, timeout_ms=timeout_ms)
-
-            try:
-                out = budget.run(formal)
-            except UnsupportedOperation as err:
-                methods.append(
-                    {"method": f"z3 V={v}", "status": "skipped", "detail": str(err)}
-                )
-                continue
-            except StageTimeout:
-                methods.append(
-                    {"method": f"z3 V={v}", "status": "unknown", "detail": timed_out}
-                )
-                continue
-            methods.append(
-                {"method": f"z3 V={v}", "status": out.status, "detail": out.detail}
-            )
-            if out.status == "refuted" and result.counterexample is None:
-                probs = [float(x) for x in out.probabilities]
-                logits = [math.log(x) for x in probs]
-                u = [float(x) for x in out.direction]
-                curv = float(out.curvature)
-                ce = counterexample(logits, u, curv, v)
-                ce["probabilities_exact"] = [str(x) for x in out.probabilities]
-                ce["curvature_exact"] = str(out.curvature)
-                result.counterexample = ce
-                methods.append(
-                    _recheck(
-                        resolved.loss,
-                        logits,
-                        u,
-                        numeric_in[v][0],
-                        f"z3 counterexample, V = {v}",
-                    )[0]
-                )
-                result.verdict, result.scope = "not_convex", f"V = {v}"
-            elif out.status == "proved" and result.verdict == "unknown":
-                result.verdict = "convex"
-                result.scope = (
-                    f"V = {v}"
-                    if not result.scope
-                    else result.scope.replace("V = ", "V in {") + f", {v}}}"
-                )
-    # 3. Numeric search (second route for a proof; the only route when symbolic fails).
-    total = 0
-    found = None
-    for v in sorted(vocab):
-        out = _search.search(
+        sanity_check(resolved.loss, v, sampled, inputs[v].numeric, resolved.name)
+    record = inputs[min(vocab)].params
+    records, out = _symbolic_stages(resolved, spec, params, inputs, vocab, timeout_s)
+    records.insert(1, invariance)
+    stage(f"numeric search at V = {', '.join(map(str, searched))}")
+    records.append(
+        st.search_stage(
             resolved.loss,
-            v,
+            searched,
             sampled,
-            numeric_in[v][0],
-            seed=seed + v,
+            {v: inputs[v].numeric for v in searched},
+            record,
+            seed=seed,
             num_starts=num_starts,
         )
-        total += out.num_samples
-        if out.found and found is None:
-            found = (v, out)
-    if found is not None:
-        v, out = found
-        methods.append(
-            {
-                "method": "numeric search",
-                "status": "refuted",
-                "detail": f"u^T H u = {out.curvature:.6g} (autodiff), "
-                f"{out.curvature_fd:.6g} (frozen finite differences)"
-                f" at V = {v}",
-            }
-        )
-        if result.verdict == "convex":
-            result.verdict = "unknown"
-            methods.append(
-                {
-                    "method": "consistency",
-                    "status": "conflict",
-                    "detail": "a proof and a numeric counterexample disagree",
-                }
-            )
-        elif result.counterexample is None:
-            result.verdict, result.scope = "not_convex", f"V = {v}"
-            result.counterexample = counterexample(
-                out.logits, out.direction, out.curvature, v
-            )
-    else:
-        methods.append(
-            {
-                "method": "numeric search",
-                "status": "unknown",
-                "detail": f"no counterexample found ({total} samples)",
-            }
-        )
-    if result.verdict == "convex" and derived and _has_live_kink(derived[3]):
-        # PSD on every smooth piece does not make a function with kinks convex
-        # (a concave kink, e.g. a min of two pieces, breaks it): no claim.
-        result.verdict, result.scope = "unknown", ""
-        methods.append(
-            {
-                "method": "kinks",
-                "status": "unknown",
-                "detail": "Hessian PSD on every smooth piece; the loss has "
-                "non-frozen Piecewise kinks, which are not analysed",
-            }
-        )
-    if result.verdict == "convex" and derived and _has_frozen_switch(derived[3]):
-        methods.append(
-            {
-                "method": "frozen switches",
-                "status": "note",
-                "detail": "a stop_gradient value (mask or clipped weight) switches "
-                "with the logits: the Hessian is PSD with it held constant, as "
-                "training differentiates it; where it switches the loss is not smooth "
-                "(a mask makes it jump), which the verdict does not cover",
-            }
-        )
-    if result.verdict == "unknown" and not result.scope:
-        result.scope = "V in {" + ", ".join(map(str, sorted(vocab))) + "}"
-    return result
+    )
+    if out.derived.get(3) is not None and any(
+        r.status is Status.PROVED for r in records if r.stage in ("structure", "formal")
+    ):
+        records += [
+            r
+            for r in (st.kink_stage(out.derived[3]), st.switch_stage(out.derived[3]))
+            if r is not None
+        ]
+    decision = combine(records, Scope.of(*searched))
+    return ConvexityResult(
+        resolved.name,
+        decision.verdict,
+        str(decision.scope),
+        [m.to_json() for m in decision.methods],
+        decision.counterexample,
+        decision.condition,
+        record,
+        out.family,
+        out.fit,
+        decision.reason,
+        resolved,
+        params,
+        out.structure,
+    )
 
 
 def local_check(spec: str, logits, sampled: int, *, params=None) -> dict[str, Any]:
@@ -437,9 +262,13 @@ def local_check(spec: str, logits, sampled: int, *, params=None) -> dict[str, An
         params: ``--set`` values.
 
     Returns:
-        ``{"loss", "min_eigenvalue", "psd", "method", "residual"}``.
+        ``{"loss", "min_eigenvalue", "psd", "method", "residual", "params"}``.
+
+    Raises:
+        BadInput: bad logits or ``sampled``, a bad parameter, or a loss (or Hessian)
+            that is not finite at the point.
     """
-    from theorycheck.numeric._hessian import min_eigenvalue
+    from theorycheck.numeric import min_eigenvalue
 
     resolved = resolve(spec)
     z = np.asarray(logits, dtype=np.float64)
@@ -447,11 +276,18 @@ def local_check(spec: str, logits, sampled: int, *, params=None) -> dict[str, An
         raise BadInput(f"--at: need >= 2 finite logits, got {z.size} values")
     if not 0 <= sampled < z.size:
         raise BadInput(f"--sampled {sampled} is out of range for V = {z.size}")
-    numeric, _, record = build_inputs(
-        resolved, dict(params or {}), z.size, sampled, exact=False
-    )
-    _shape_check(resolved.loss, z.size, sampled, numeric)
+    built = build_inputs(resolved, dict(params or {}), z.size, sampled, exact=False)
+    numeric = built.numeric
+    shape_check(resolved.loss, z.size, sampled, numeric, resolved.name)
+    with jax.enable_x64(True):
+        value = float(resolved.loss(jnp.asarray(z), sampled, **numeric))
+    if not math.isfinite(value):
+        raise BadInput(
+            f"the loss {resolved.name} is not finite ({value}) at {_where(z)}"
+        )
     res = min_eigenvalue(resolved.loss, z, sampled, inputs=numeric)
+    if not math.isfinite(res.value):
+        raise BadInput(f"the logit Hessian is not finite at {_where(z)}")
     # A Lanczos value is an upper bound on lambda_min: "psd" only if it is >= -residual
     # and the method is exact (dense); a negative value is a certificate either way.
     tol = 1e-12 + 2 * res.residual
@@ -466,5 +302,10 @@ def local_check(spec: str, logits, sampled: int, *, params=None) -> dict[str, An
         "psd": psd,
         "method": res.method,
         "residual": res.residual,
-        "params": record,
+        "params": built.params,
     }
+
+
+def _where(z: np.ndarray) -> str:
+    shown = ", ".join(f"{x:.6g}" for x in z[:5])
+    return f"logits [{shown}{', ...' if z.size > 5 else ''}] (V = {z.size})"

@@ -1,12 +1,14 @@
-r"""Markdown report with a plot of the smallest logit-Hessian eigenvalue across
+r"""Markdown report with a plot of the conditions that decide convexity across
 :math:`\pi_k`.
 
-The curve is :math:`\lambda_{\min}(\nabla_z^2 L)` at logits with :math:`\pi_k = x` and
-the
-other tokens uniform (V = 3), computed in float64 by autodiff; where the loss is in the
-sampled-token family the structural margin :math:`-f' + f''(1-\pi_k)/\pi_k` (whose sign
-decides PSD for V ≥ 3) is drawn beside it. When a behavior probability ``q`` is set, the
-top axis shows the ratio :math:`r = \pi_k / q`.
+The plot (V = 3, other tokens uniform) shows :math:`\lambda_{\min}(\nabla_z^2 L)` in
+float64 by autodiff; for the sampled-token family also the two conditions whose signs
+decide PSD for V ≥ 3 (Theorem: :math:`f' \le 0` and
+:math:`-f' + f''(1-\pi_k)/\pi_k \ge 0`), the region where both hold shaded (else the
+region where :math:`\lambda_{\min} \ge 0` on the slice), and the counterexample's
+:math:`\pi_k` marked. A symmetric-log axis keeps curves of very different sizes
+readable. When a behavior probability ``q`` is used, the top axis shows
+:math:`r = \pi_k / q`.
 """
 
 from __future__ import annotations
@@ -16,78 +18,145 @@ import pathlib
 import jax
 import jax.numpy as jnp
 import numpy as np
-import sympy as sp
 
 from theorycheck.convexity._check import ConvexityResult
-from theorycheck.convexity._resolve import build_inputs, resolve
+from theorycheck.convexity._resolve import build_inputs
 
-__all__ = ["min_eigenvalue_curve", "write_report"]
+__all__ = ["condition_curves", "min_eigenvalue_curve", "write_report"]
 
 
-def min_eigenvalue_curve(spec: str, params, *, vocab: int = 3, num: int = 199):
+def min_eigenvalue_curve(result: ConvexityResult, *, vocab: int = 3, num: int = 199):
     """``(pi_k grid, lambda_min)`` at logits with ``pi_k = x`` and the rest uniform."""
-    resolved = resolve(spec)
-    numeric, _, _ = build_inputs(resolved, dict(params), vocab, 0)
+    numeric = build_inputs(result.resolved, result.settings, vocab, 0, exact=False)
     x = np.linspace(0.005, 0.995, num)
     rest = (1.0 - x) / (vocab - 1)
     logits = np.log(np.column_stack([x] + [rest] * (vocab - 1)))
+    loss = result.resolved.loss
     with jax.enable_x64(True):
-        hess = jax.jit(jax.vmap(jax.hessian(lambda z: resolved.loss(z, 0, **numeric))))
+        hess = jax.jit(jax.vmap(jax.hessian(lambda z: loss(z, 0, **numeric.numeric))))
         h = np.asarray(hess(jnp.asarray(logits, jnp.float64)))
-    lam = np.linalg.eigvalsh(np.where(np.isfinite(h), h, np.nan))[:, 0]
+    lam = np.linalg.eigvalsh(np.where(np.isfinite(h), h, 0.0))[:, 0]
+    lam[~np.all(np.isfinite(h), axis=(1, 2))] = np.nan
     return x, lam
 
 
-def write_report(result: ConvexityResult, spec: str, out_dir: str) -> pathlib.Path:
-    """Writes ``convexity_<loss>.md`` and ``convexity_<loss>.png`` under ``out_dir``.
+def condition_curves(fit, x: np.ndarray) -> dict[str, np.ndarray]:
+    r"""The sampled-token conditions on the grid: ``-f'`` and the margin
+    :math:`-f' + f''(1-\pi_k)/\pi_k` (both must be ≥ 0 for PSD at V ≥ 3)."""
+    import sympy as sp
 
-    Args:
-        result: the verdict.
-        spec: the SPEC it was computed for.
-        out_dir: output folder (created).
+    p = fit.policy_k
+    exprs = {
+        "-f'": -fit.fprime,
+        "margin": -fit.fprime + fit.fsecond * (1 - p) / p,
+    }
+    out = {}
+    for name, expr in exprs.items():
+        fn = sp.lambdify(p, expr, "numpy")
+        with np.errstate(all="ignore"):
+            out[name] = np.broadcast_to(np.asarray(fn(x), np.float64), x.shape)
+    return out
 
-    Returns:
-        The markdown path.
-    """
+
+def _shade(ax, x, ok, label):
+    """Shades the grid cells where ``ok`` holds."""
+    first = True
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], ok.astype(int), [0]])))
+    for a, b in zip(edges[::2], edges[1::2]):
+        ax.axvspan(
+            x[a],
+            x[b - 1],
+            color="tab:green",
+            alpha=0.12,
+            label=label if first else None,
+        )
+        first = False
+
+
+def _plot(result: ConvexityResult, path: pathlib.Path) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out = pathlib.Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = "convexity_" + "".join(c if c.isalnum() else "_" for c in result.loss)
-    x, lam = min_eigenvalue_curve(spec, result.params)
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    ax.plot(x, lam, label=r"$\lambda_{\min}(\nabla_z^2 L)$, V = 3 (autodiff)")
-    fit = result.fit
-    if fit is not None:
-        p = fit.policy_k
-        margin = sp.lambdify(p, -fit.fprime + fit.fsecond * (1 - p) / p, "numpy")
+    x, lam = min_eigenvalue_curve(result)
+    fig, ax = plt.subplots(figsize=(7.0, 4.4))
+    ax.plot(x, lam, color="tab:blue", label=r"$\lambda_{\min}(\nabla_z^2 L)$, V = 3")
+    curves = condition_curves(result.fit, x) if result.fit is not None else {}
+    styles = {"-f'": ("tab:red", r"$-f'$ (must be $\geq 0$)")}
+    styles["margin"] = ("tab:orange", r"margin $-f' + f''(1-\pi_k)/\pi_k$ ($\geq 0$)")
+    for name, y in curves.items():
+        color, label = styles[name]
+        ax.plot(x, y, "--", color=color, label=label)
+    if curves:
+        ok = np.all([np.nan_to_num(y, nan=-1.0) >= 0 for y in curves.values()], axis=0)
+        failing = [n for n, y in curves.items() if np.any(np.nan_to_num(y) < 0)]
+        note = "fails: " + ", ".join(failing) if failing else "both hold"
+        _shade(ax, x, ok, "convex (both conditions hold)")
+    else:
+        scale = np.nanmax(np.abs(lam)) if np.any(np.isfinite(lam)) else 1.0
+        ok = np.nan_to_num(lam, nan=-1.0) >= -1e-9 * max(1.0, scale)
+        note = "decided by lambda_min on this slice"
+        _shade(ax, x, ok, r"$\lambda_{\min} \geq 0$ on this slice")
+    ce = result.counterexample
+    if ce:
+        z = np.asarray(ce["logits"])
+        pk = float(np.exp(z[ce["sampled"]] - np.logaddexp.reduce(z)))
+        ax.axvline(pk, color="black", linestyle=":", linewidth=1.2)
+        y = float(np.interp(pk, x, np.nan_to_num(lam)))  # lambda_min on the slice
         ax.plot(
-            x,
-            np.broadcast_to(margin(x), x.shape),
-            "--",
-            label=r"margin $-f' + f''(1-\pi_k)/\pi_k$",
+            [pk],
+            [y],
+            "kx",
+            markersize=9,
+            label=f"counterexample at pi_k = {pk:.3g}, V = {ce['vocab']}",
         )
     ax.axhline(0.0, color="black", linewidth=0.8)
+    values = np.concatenate([lam] + list(curves.values()))
+    values = np.abs(values[np.isfinite(values) & (values != 0)])
+    if values.size and values.max() / max(np.median(values), 1e-300) > 1e3:
+        ax.set_yscale("symlog", linthresh=float(np.percentile(values, 10)))
     ax.set_xlabel(r"$\pi_k$ (other tokens uniform)")
-    ax.set_ylabel("curvature")
-    ax.set_title(f"{result.loss}: {result.verdict}")
+    ax.set_ylabel("curvature / condition value")
+    ax.set_title(f"{result.loss}: {result.verdict} ({result.scope}); {note}")
     if "q" in result.params:
         q = float(result.params["q"])
         top = ax.secondary_xaxis("top", functions=(lambda t: t / q, lambda r: r * q))
         top.set_xlabel(r"ratio $r = \pi_k / q$")
-    ax.legend(loc="best", fontsize=8)
+    ax.legend(loc="best", fontsize=7)
     fig.tight_layout()
-    fig.savefig(out / f"{stem}.png", dpi=120)
+    fig.savefig(path, dpi=120)
     plt.close(fig)
+    neg = x[np.nan_to_num(lam) < -1e-12]
+    return f"On the plotted slice λ_min < 0 for {neg.size} of {x.size} grid points" + (
+        f" (π_k from {neg.min():.3f} to {neg.max():.3f})." if neg.size else "."
+    )
+
+
+def write_report(result: ConvexityResult, out_dir) -> pathlib.Path:
+    """Writes ``convexity_<loss>.md`` and ``convexity_<loss>.png`` under ``out_dir``.
+
+    Args:
+        result: the verdict (it carries the resolved loss and the ``--set`` values).
+        out_dir: output folder (created).
+
+    Returns:
+        The markdown path.
+    """
+    out = pathlib.Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = "convexity_" + "".join(c if c.isalnum() else "_" for c in result.loss)
+    slice_note = _plot(result, out / f"{stem}.png")
     lines = [
         f"# Logits convexity: `{result.loss}`",
         "",
         f"- verdict: **{result.verdict}** ({result.scope})",
+    ]
+    if result.reason:
+        lines.append(f"- why unknown: {result.reason}")
+    lines += [
         f"- condition: {result.condition or 'n/a'}",
-        f"- parameters: {result.params}",
+        f"- parameters: {', '.join(f'{k} = {v}' for k, v in result.params.items())}",
         "",
         "| method | status | detail |",
         "|---|---|---|",
@@ -105,14 +174,7 @@ def write_report(result: ConvexityResult, spec: str, out_dir: str) -> pathlib.Pa
             f"- direction: {ce['direction']}",
             f"- curvature uᵀHu: {ce['curvature']}",
         ]
-    neg = x[lam < -1e-12]
-    lines += [
-        "",
-        f"![minimum eigenvalue]({stem}.png)",
-        "",
-        f"On the plotted slice λ_min < 0 for {neg.size} of {x.size} grid points"
-        + (f" (π_k from {neg.min():.3f} to {neg.max():.3f})." if neg.size else "."),
-    ]
+    lines += ["", f"![conditions and minimum eigenvalue]({stem}.png)", "", slice_note]
     path = out / f"{stem}.md"
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -1,11 +1,12 @@
 """Resolving a SPEC (registry name or ``path/to/file.py:function``) and its inputs.
 
-A loss is ``loss(logits, sampled, **inputs)``. Inputs it needs and the user did not set
-get documented defaults: ``adv = 1``, behavior probability of the sampled token
-``q = 1/2`` (turned into ``behavior_logp`` = log of ``[q at k, (1-q)/(V-1) elsewhere]``
-when the loss reads ``behavior_logp``), ``old_logits = 0``. Values set with ``--set``
-are
-read exactly (``0.2`` -> ``1/5``) for the symbolic engines.
+A loss is ``loss(logits, sampled, **inputs)``. Each input gets, in this order of
+precedence: the ``--set`` value; the function's own default; the documented default
+(``adv = 1``; ``behavior_logp`` = log of ``[q at k, (1-q)/(V-1) elsewhere]`` with
+``q = 1/2``; ``old_logits = 0``), only for inputs that have no default. A ``--set`` key
+the loss does not take is refused. Values set with ``--set`` are read exactly
+(``0.2`` -> ``1/5``) for the symbolic engines; a default left to the function reaches
+them through the traced program, read the same way.
 """
 
 from __future__ import annotations
@@ -22,15 +23,25 @@ import numpy as np
 
 from theorycheck._errors import BadInput
 
-__all__ = ["ResolvedLoss", "resolve", "build_inputs"]
+__all__ = ["LossInputs", "ResolvedLoss", "build_inputs", "resolve"]
 
-#: defaults for inputs a loss needs and the user did not set.
+#: documented defaults for inputs a loss needs, has no default for, and the user did
+#: not set.
 INPUT_DEFAULTS = {"adv": 1.0, "q": 0.5}
+#: how mu is built from q (recorded in every result's parameters).
+MU_TEXT = "log mu; mu_k = q, mu_i = (1 - q)/(V - 1) for i != k"
+#: array inputs built by the checker (not settable with --set).
+ARRAY_INPUTS = ("behavior_logp", "old_logits")
 
 
 @dataclasses.dataclass(frozen=True)
 class ResolvedLoss:
-    """A loss ready to check: name, JAX function, and the names of its inputs."""
+    """A loss ready to check: name, JAX function, and the names of its inputs.
+
+    Attributes:
+        defaults: the function's own keyword defaults (``{name: value}``).
+        var_keyword: the function takes ``**kwargs`` (any key is accepted).
+    """
 
     name: str
     loss: Callable
@@ -38,9 +49,29 @@ class ResolvedLoss:
     required: frozenset[str]
     registered: bool
     symbolic: Callable | None = None
+    defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    var_keyword: bool = False
 
 
-def _signature(fn: Callable) -> tuple[frozenset[str], frozenset[str], bool]:
+@dataclasses.dataclass(frozen=True)
+class LossInputs:
+    """The inputs of one loss at one V.
+
+    Attributes:
+        numeric: keyword inputs for the JAX loss.
+        exact: the same as exact SymPy values for the bridge (empty when not built).
+        params: every value actually used (JSON-ready): ``--set`` values, the
+            function's defaults, the documented defaults, ``q`` and how mu was built.
+    """
+
+    numeric: dict[str, Any]
+    exact: dict[str, Any]
+    params: dict[str, Any]
+
+
+def _signature(fn: Callable):
+    """``(accepts, required, var_keyword, defaults)`` of the inputs after the first
+    two parameters (logits, sampled)."""
     try:
         params = list(inspect.signature(fn).parameters.values())[2:]
     except (TypeError, ValueError) as err:
@@ -49,7 +80,8 @@ def _signature(fn: Callable) -> tuple[frozenset[str], frozenset[str], bool]:
     named = [p for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
     accepts = frozenset(p.name for p in named)
     required = frozenset(p.name for p in named if p.default is p.empty)
-    return accepts, required, var_kw
+    defaults = {p.name: p.default for p in named if p.default is not p.empty}
+    return accepts, required, var_kw, defaults
 
 
 def resolve(spec: str) -> ResolvedLoss:
@@ -77,8 +109,17 @@ def resolve(spec: str) -> ResolvedLoss:
                 "or path/to/file.py:function"
             )
         entry = LOSSES[spec]
-        accepts, required, _ = _signature(entry.loss)
-        return ResolvedLoss(spec, entry.loss, accepts, required, True, entry.symbolic)
+        accepts, required, var_kw, defaults = _signature(entry.loss)
+        return ResolvedLoss(
+            spec,
+            entry.loss,
+            accepts,
+            required,
+            True,
+            entry.symbolic,
+            defaults,
+            var_kw,
+        )
     path_text, _, func = spec.rpartition(":") if ":" in spec else (spec, "", "loss")
     path = pathlib.Path(path_text)
     if not path.is_file():
@@ -96,14 +137,75 @@ def resolve(spec: str) -> ResolvedLoss:
     fn = getattr(module, func or "loss", None)
     if not callable(fn):
         raise BadInput(f"{path_text!r} has no function {func or 'loss'!r}")
-    accepts, required, var_kw = _signature(fn)
-    return ResolvedLoss(f"{path.name}:{func or 'loss'}", fn, accepts, required, False)
+    accepts, required, var_kw, defaults = _signature(fn)
+    name = f"{path.name}:{func or 'loss'}"
+    return ResolvedLoss(name, fn, accepts, required, False, None, defaults, var_kw)
 
 
 def _exact(value: float):
     import sympy as sp
 
     return sp.Rational(repr(float(value)))
+
+
+def settable(resolved: ResolvedLoss) -> list[str]:
+    """The ``--set`` keys a loss takes (``q`` when it reads ``behavior_logp``)."""
+    keys = sorted(resolved.accepts - set(ARRAY_INPUTS))
+    if "behavior_logp" in resolved.accepts and "q" not in resolved.accepts:
+        keys.append("q")
+    return keys
+
+
+def check_params(resolved: ResolvedLoss, params: Mapping[str, float]) -> dict:
+    """Validates ``--set`` values against the loss: every key must be one it takes.
+
+    Registry rules also check each value's range (``eps_low`` in [0, 1), ...).
+
+    Raises:
+        BadInput: an unknown key (naming the keys it takes), an array input, a value
+            out of range or not finite, ``q`` outside (0, 1).
+    """
+    valid = settable(resolved)
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        if key in ARRAY_INPUTS and key in resolved.accepts:
+            how = "from q (--set q=...)" if key == "behavior_logp" else "as zeros"
+            raise BadInput(f"--set {key}: an array input, built {how}")
+        if key not in valid and not resolved.var_keyword:
+            raise BadInput(
+                f"{resolved.name}: unknown parameter {key!r}; it takes: "
+                f"{', '.join(valid) or '(none)'}"
+            )
+        if resolved.registered and key in resolved.accepts:
+            from theorycheck.losses import check_rule_value
+
+            value = check_rule_value(resolved.name, key, value)
+        elif not math.isfinite(value):
+            raise BadInput(f"--set {key}={value}: the value must be finite")
+        out[key] = value
+    q = out.get("q", INPUT_DEFAULTS["q"])
+    if "q" in valid and "q" not in resolved.accepts and not 0.0 < q < 1.0:
+        raise BadInput(f"q = {q}: the behavior probability must be in (0, 1)")
+    return out
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)
+
+
+def _behavior_logp(q: float, vocab: int, sampled: int, exact: bool):
+    mu = np.full(vocab, (1.0 - q) / (vocab - 1))
+    mu[sampled] = q
+    if not exact:
+        return np.log(mu), None
+    import sympy as sp
+
+    qx = _exact(q)
+    rest = sp.log((1 - qx) / (vocab - 1))
+    sym = [sp.log(qx) if i == sampled else rest for i in range(vocab)]
+    return np.log(mu), np.asarray(sym, dtype=object)
 
 
 def build_inputs(
@@ -113,8 +215,11 @@ def build_inputs(
     sampled: int,
     *,
     exact: bool = True,
-) -> tuple[dict[str, Any], dict[str, Any], dict[str, float]]:
-    """Numeric inputs, exact SymPy inputs, and the parameter record for one ``V``.
+) -> LossInputs:
+    """Numeric inputs, exact SymPy inputs, and the values actually used, for one V.
+
+    Precedence per input: ``--set`` > the function's own default (left to the
+    function, so every route sees the same value) > the documented default.
 
     Args:
         resolved: the loss.
@@ -124,50 +229,43 @@ def build_inputs(
         exact: also build the exact SymPy inputs (skip at vocabulary scale).
 
     Returns:
-        ``(numeric, exact, record)``: keyword inputs for the JAX loss, the same as exact
-        SymPy values for the bridge, and the scalar parameters actually used.
+        A :class:`LossInputs`.
 
     Raises:
-        BadInput: an input the loss needs has no value, or ``q`` is outside (0, 1).
+        BadInput: an unknown key, a bad value, or an input without any value.
     """
-    record = dict(params)
+    params = check_params(resolved, params)
+    extra = set(params) - resolved.accepts
+    if "behavior_logp" in resolved.accepts:
+        extra.discard("q")
     numeric: dict[str, Any] = {}
     exact_in: dict[str, Any] = {}
-    if exact:
-        import sympy as sp
-    for name, value in params.items():
-        if not math.isfinite(value):
-            raise BadInput(f"--set {name}={value}: the value must be finite")
-        if name in resolved.accepts and name != "behavior_logp":
-            numeric[name] = float(value)
-            exact_in[name] = _exact(value) if exact else None
-    needs = set(resolved.required) | ({"adv"} & set(resolved.accepts) - set(params))
-    for name in sorted(needs - set(numeric)):
-        if name == "behavior_logp":
-            q = float(record.setdefault("q", INPUT_DEFAULTS["q"]))
-            if not 0.0 < q < 1.0:
-                raise BadInput(f"q = {q}: the behavior probability must be in (0, 1)")
-            mu = np.full(vocab, (1.0 - q) / (vocab - 1))
-            mu[sampled] = q
-            numeric[name] = np.log(mu)
+    record: dict[str, Any] = {}
+    for name in sorted(resolved.accepts | extra):
+        if name in params:
+            numeric[name] = params[name]
+            record[name] = params[name]
             if exact:
-                qx = _exact(q)
-                rest = sp.log((1 - qx) / (vocab - 1))
-                exact_in[name] = np.asarray(
-                    [sp.log(qx) if i == sampled else rest for i in range(vocab)],
-                    dtype=object,
-                )
+                exact_in[name] = _exact(params[name])
+        elif name in resolved.defaults:
+            record[name] = _jsonable(resolved.defaults[name])  # the function's own
+        elif name == "behavior_logp":
+            q = float(params.get("q", INPUT_DEFAULTS["q"]))
+            numeric[name], sym = _behavior_logp(q, vocab, sampled, exact)
+            record["q"], record[name] = q, MU_TEXT
+            if exact:
+                exact_in[name] = sym
         elif name == "old_logits":
             numeric[name] = np.zeros(vocab)
+            record[name] = "zeros"
             if exact:
-                exact_in[name] = np.asarray([sp.Integer(0)] * vocab, dtype=object)
+                exact_in[name] = np.asarray([_exact(0.0)] * vocab, dtype=object)
         elif name in INPUT_DEFAULTS:
-            record.setdefault(name, INPUT_DEFAULTS[name])
-            numeric[name] = float(record[name])
+            numeric[name] = record[name] = INPUT_DEFAULTS[name]
             if exact:
-                exact_in[name] = _exact(record[name])
+                exact_in[name] = _exact(INPUT_DEFAULTS[name])
         else:
             raise BadInput(
                 f"the loss needs input {name!r}; pass it with --set {name}=..."
             )
-    return numeric, exact_in, record
+    return LossInputs(numeric, exact_in, record)

@@ -1,11 +1,12 @@
 r"""Numeric stage (JAX, float64): adversarial search for negative logit curvature.
 
 Pluggable: :func:`search` is the default step. It samples logits in several regimes
-(moderate, peaked, and near the simplex boundary where some probabilities are 1e-6 and
-logits reach ±30), computes :math:`\lambda_{\min}` of the logit Hessian (dense and
-vmapped
-for small V), then descends the Rayleigh quotient :math:`u^\top H(z) u` over the logits
-from the most negative starts. Above ``V = 64`` (vocabulary scale, up to 151936) it
+(z = 0, small and moderate logits, peaked ones, and near the simplex boundary where some
+probabilities are 1e-6 and logits reach ±30), computes :math:`\lambda_{\min}` of the
+logit Hessian (dense and vmapped for small V), then descends the Rayleigh quotient
+:math:`u^\top H(z) u` over the logits from the most negative starts. Candidates are
+ranked by curvature relative to the Hessian's scale at their point and re-checked in
+that order until one is confirmed. Above ``V = 64`` (vocabulary scale, up to 151936) it
 calls :func:`theorycheck.numeric.search_negative_curvature` (Lanczos on Hessian-vector
 products, never a ``V x V`` matrix).
 
@@ -28,13 +29,22 @@ import numpy as np
 
 from theorycheck.numeric import search_negative_curvature, verify_curvature
 
-__all__ = ["DENSE_SEARCH_MAX_VOCAB", "Recheck", "SearchOutcome", "recheck", "search"]
+__all__ = [
+    "DENSE_SEARCH_MAX_VOCAB",
+    "MAX_CHECKS",
+    "Recheck",
+    "SearchOutcome",
+    "recheck",
+    "search",
+]
 
 #: Largest V for the dense vmapped search; above it the Lanczos search runs.
 DENSE_SEARCH_MAX_VOCAB = 64
 #: Vocabulary-scale search: starts per regime (at most) and descent steps per start.
 LARGE_MAX_STARTS = 4
 LARGE_STEPS = 10
+#: Dense search: candidates re-checked (most negative relative curvature first).
+MAX_CHECKS = 12
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,15 +98,57 @@ def recheck(loss, logits, sampled, inputs, direction) -> Recheck:
 
 
 def _starts(seed, vocab, sampled, num):
+    """``num`` start logits: z = 0, small and moderate logits, peaked ones, the simplex
+    boundary (logits up to ±30: probabilities 1e-6 .. 1e-26), and a sweep of z_k."""
     rng = np.random.default_rng(seed)
-    n = num // 4
-    moderate = 3.0 * rng.standard_normal((n, vocab))
+    n = max(num // 4, 2)
+    zero = np.zeros((1, vocab))
+    small = 0.5 * rng.standard_normal((n // 2, vocab))
+    moderate = 3.0 * rng.standard_normal((n - n // 2 - 1, vocab))
     peaked = 8.0 * rng.standard_normal((n, vocab))
-    # Near the boundary: logits up to +-30, so some probabilities are 1e-6 .. 1e-26.
     boundary = rng.uniform(-30.0, 30.0, (n, vocab))
-    sweep = rng.standard_normal((num - 3 * n, vocab))
-    sweep[:, sampled] = np.linspace(-30.0, 30.0, num - 3 * n)
-    return np.concatenate([moderate, peaked, boundary, sweep])
+    rest = max(num - 3 * n, 1)
+    sweep = rng.standard_normal((rest, vocab))
+    sweep[:, sampled] = np.linspace(-30.0, 30.0, rest)
+    return np.concatenate([zero, small, moderate, peaked, boundary, sweep])
+
+
+def _relative(hs: np.ndarray):
+    """``(lambda_min, max(1, ||H||), eigenvector)`` per Hessian (a non-finite Hessian
+    gets lambda_min = +inf)."""
+    finite = np.all(np.isfinite(hs), axis=(1, 2))
+    vals, vecs = np.linalg.eigh(np.where(finite[:, None, None], hs, 0.0))
+    lam = np.where(finite, vals[:, 0], np.inf)
+    scale = np.maximum(1.0, np.max(np.abs(vals), axis=1))
+    return lam, scale, vecs[:, :, 0]
+
+
+def _refine_fn(f, refine_steps):
+    """Rayleigh-quotient descent from a batch of starts; per start the best point:
+    ``(lambda_min, ||H||, logits, eigenvector)`` (no second Hessian pass needed)."""
+
+    def rayleigh(z, u):
+        return jnp.dot(u, jax.jvp(jax.grad(f), (z,), (u,))[1])
+
+    def step(carry, _):
+        z, u, best = carry
+        g = jax.grad(rayleigh)(z, u)
+        z = jnp.clip(z - 0.5 * g / (jnp.linalg.norm(g) + 1e-30), -40.0, 40.0)
+        w, s = jnp.linalg.eigh(jax.hessian(f)(z))
+        ok = jnp.isfinite(w[0]) & jnp.all(jnp.isfinite(w)) & (w[0] < best[0])
+        u = jnp.where(jnp.all(jnp.isfinite(s[:, 0])), s[:, 0], u)
+        new = (w[0], jnp.max(jnp.abs(w)), z, s[:, 0])
+        best = jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, best)
+        return (z, u, best), None
+
+    @jax.jit
+    @jax.vmap
+    def refine(z, u, val, scale):
+        init = (z, u, (val, scale, z, u))
+        (_, _, best), _ = jax.lax.scan(step, init, None, length=refine_steps)
+        return best
+
+    return refine
 
 
 def search(
@@ -109,8 +161,14 @@ def search(
     num_starts: int = 512,
     refine_steps: int = 40,
     tol: float = 1e-9,
+    max_checks: int = MAX_CHECKS,
 ) -> SearchOutcome:
-    """Searches logits at ``V = vocab`` for a direction of negative curvature.
+    r"""Searches logits at ``V = vocab`` for a direction of negative curvature.
+
+    Candidates are ranked by the curvature relative to the Hessian's scale at their
+    point, :math:`\lambda_{\min} / \max(1, \lVert H\rVert_2)` (near the simplex
+    boundary ``||H||`` reaches 1e19, where float64 cannot confirm what it sees), and
+    re-checked in that order until one is confirmed.
 
     Args:
         loss: ``loss(logits, sampled, **inputs)``.
@@ -119,11 +177,12 @@ def search(
         sampled: ``k``.
         inputs: numeric inputs.
         seed: seed of the start sampler.
-        num_starts: sampled logit vectors (above ``V = 64``: starts per regime,
-            capped at :data:`LARGE_MAX_STARTS`).
+        num_starts: sampled logit vectors, z = 0 and small logits among them (above
+            ``V = 64``: starts per regime, capped at :data:`LARGE_MAX_STARTS`).
         refine_steps: Rayleigh-quotient descent steps from the 8 best starts.
         tol: a curvature counts only below ``-tol * max(1, ||H||)``, and only if
             :func:`recheck` confirms it (frozen second difference agrees).
+        max_checks: how many candidates are re-checked at most.
 
     Returns:
         A :class:`SearchOutcome`; ``found`` only after :func:`recheck` confirms.
@@ -134,53 +193,29 @@ def search(
     with jax.enable_x64(True):
         f = _bind(loss, sampled, inputs)
         hess = jax.jit(jax.vmap(jax.hessian(f)))
-        zs = jnp.asarray(_starts(seed, vocab, sampled, num_starts), jnp.float64)
-        hs = np.asarray(hess(zs))
-        finite = np.all(np.isfinite(hs), axis=(1, 2))
-        vals, vecs = np.linalg.eigh(np.where(finite[:, None, None], hs, 0.0))
-        lam = np.where(finite, vals[:, 0], np.inf)
-        order = np.argsort(lam)[:8]
-        zs = np.asarray(zs)
-
-        def rayleigh(z, u):
-            return jnp.dot(u, jax.jvp(jax.grad(f), (z,), (u,))[1])
-
-        def step(carry, _):
-            z, u, best_val, best_z, best_u = carry
-            g = jax.grad(rayleigh)(z, u)
-            z = jnp.clip(z - 0.5 * g / (jnp.linalg.norm(g) + 1e-30), -40.0, 40.0)
-            w, s = jnp.linalg.eigh(jax.hessian(f)(z))
-            ok = jnp.isfinite(w[0]) & (w[0] < best_val)
-            u = jnp.where(jnp.all(jnp.isfinite(s[:, 0])), s[:, 0], u)
-            return (
-                z,
-                u,
-                jnp.where(ok, w[0], best_val),
-                jnp.where(ok, z, best_z),
-                jnp.where(ok, s[:, 0], best_u),
-            ), None
-
-        @jax.jit
-        @jax.vmap
-        def refine(z, u, val):
-            out, _ = jax.lax.scan(step, (z, u, val, z, u), None, length=refine_steps)
-            return out[2], out[3], out[4]
-
-        vals_r, zs_r, us_r = (
-            np.asarray(t) for t in refine(zs[order], vecs[order, :, 0], lam[order])
+        zs = np.asarray(_starts(seed, vocab, sampled, num_starts), np.float64)
+        lam, scale, vecs = _relative(np.asarray(hess(jnp.asarray(zs))))
+        rel = lam / scale
+        order = np.argsort(rel)[:8]
+        lam_r, scale_r, zs_r, vecs_r = (
+            np.asarray(t)
+            for t in _refine_fn(f, refine_steps)(
+                jnp.asarray(zs[order]),
+                jnp.asarray(vecs[order]),
+                jnp.asarray(lam[order]),
+                jnp.asarray(scale[order]),
+            )
         )
-        i = int(np.argmin(vals_r))
-        h_best = np.asarray(hess(zs_r[None, i]))[0]
-        scale = np.max(np.abs(np.linalg.eigvalsh(h_best)))
-        best = (float(vals_r[i]), zs_r[i], us_r[i], float(scale))
-        count = num_starts + len(order) * refine_steps
-    value, z, u, scale = best
-    if not np.isfinite(value) or value >= -tol * max(1.0, scale):
-        return SearchOutcome(False, count)
-    check = recheck(loss, z, sampled, inputs, u)
-    if not check.confirmed:
-        return SearchOutcome(False, count)
-    return SearchOutcome(True, count, z, u, check.autodiff, check.frozen_fd)
+        rel_r = lam_r / np.maximum(1.0, scale_r)
+    count = len(zs) + len(order) * refine_steps
+    pool = [(rel_r[i], zs_r[i], vecs_r[i]) for i in range(len(zs_r))]
+    pool += [(rel[i], zs[i], vecs[i]) for i in range(len(zs))]
+    pool = sorted((c for c in pool if c[0] < -tol), key=lambda c: c[0])
+    for _, z, u in pool[:max_checks]:
+        check = recheck(loss, z, sampled, inputs, u)
+        if check.confirmed:
+            return SearchOutcome(True, count, z, u, check.autodiff, check.frozen_fd)
+    return SearchOutcome(False, count)
 
 
 def _search_large(loss, vocab, sampled, inputs, seed, num_starts) -> SearchOutcome:

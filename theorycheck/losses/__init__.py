@@ -18,10 +18,15 @@ from theorycheck.losses._audit import (
     synthetic_batch,
     validate_batch,
 )
-from theorycheck.losses._conventions import conventions_report
+from theorycheck.losses._conventions import check_batch_shape, conventions_report
 from theorycheck.losses._gspo import gspo_sequence_loss
 from theorycheck.losses._lco import estimate_vocab_adv
-from theorycheck.losses._params import get_rule, parse_assignments, resolve_params
+from theorycheck.losses._params import (
+    check_rule_value,
+    get_rule,
+    parse_assignments,
+    resolve_params,
+)
 from theorycheck.losses._presets import PRESETS, Preset
 from theorycheck.losses._reductions import (
     MODES,
@@ -43,7 +48,9 @@ __all__ = [
     "Preset",
     "Reduction",
     "audit_batch",
+    "check_rule_value",
     "check_rules",
+    "check_batch_shape",
     "conventions_report",
     "dr_grpo_advantages",
     "estimate_vocab_adv",

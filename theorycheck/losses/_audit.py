@@ -40,27 +40,68 @@ AUDITABLE = tuple(
 )
 
 
+def _read(path: Path) -> dict:
+    """The raw fields of a BATCH file (numpy arrays, not yet validated)."""
+    if path.suffix == ".npz":
+        with open(path, "rb") as fh:  # ours to close, whatever np.load raises
+            data = np.load(fh, allow_pickle=False)
+            if not isinstance(data, np.lib.npyio.NpzFile):
+                raise BadInput(
+                    f"BATCH {str(path)!r} holds a single array (a .npy file), "
+                    f"not an .npz archive of the fields {', '.join(FIELDS)}"
+                )
+            with data:
+                return {k: np.asarray(data[k]) for k in data.files}
+    if path.suffix == ".json":
+        raw = json.loads(path.read_text())
+        if not isinstance(raw, dict):
+            raise BadInput(
+                f"BATCH {str(path)!r} holds a JSON {type(raw).__name__}; expected "
+                f"an object with the fields {', '.join(FIELDS)}"
+            )
+        out = {}
+        for key, value in raw.items():
+            try:
+                out[key] = np.asarray(value)
+            except ValueError as err:  # ragged lists
+                raise BadInput(f"BATCH {str(path)!r}: {key} is {err}") from None
+        return out
+    raise BadInput(f"BATCH {str(path)!r}: expected a .npz or .json file")
+
+
 def load_batch(path: str | Path) -> dict[str, np.ndarray]:
     """Reads and validates a BATCH file (see module doc); raises BadInput naming the
-    problem (missing field, wrong shape, probability outside (0, 1], ...)."""
+    problem (unreadable file, missing or unknown field, wrong dtype or shape,
+    probability outside (0, 1], ...)."""
     path = Path(path)
     if not path.is_file():
         raise BadInput(f"BATCH {str(path)!r} does not exist")
     try:
-        if path.suffix == ".npz":
-            with np.load(path, allow_pickle=False) as data:
-                raw = {k: np.asarray(data[k]) for k in data.files}
-        elif path.suffix == ".json":
-            raw = {
-                k: np.asarray(v, dtype=np.float64)
-                for k, v in json.loads(path.read_text()).items()
-            }
-        else:
-            raise BadInput(f"BATCH {str(path)!r}: expected a .npz or .json file")
-    except (ValueError, OSError, json.JSONDecodeError) as err:
-        raise BadInput(f"BATCH {str(path)!r} cannot be read: {err}") from None
-    if "group_id" not in raw and "prompt_id" in raw:
-        raw["group_id"] = raw.pop("prompt_id")
+        raw = _read(path)
+    except BadInput:
+        raise
+    except Exception as err:  # any parse failure of the file means unreadable
+        first = (str(err).strip().splitlines() or [""])[0]
+        raise BadInput(
+            f"BATCH {str(path)!r} cannot be read: {type(err).__name__}: {first}"
+        ) from None
+    if "prompt_id" in raw:
+        pid = raw.pop("prompt_id")
+        if "group_id" not in raw:
+            raw["group_id"] = pid
+        elif raw["group_id"].shape != pid.shape or not np.array_equal(
+            raw["group_id"], pid
+        ):
+            raise BadInput(
+                f"BATCH {str(path)!r} gives both group_id and prompt_id and they "
+                "differ; give one of them"
+            )
+    unknown = sorted(set(raw) - set(FIELDS))
+    if unknown:
+        raise BadInput(
+            f"BATCH {str(path)!r} has unknown field(s) {', '.join(unknown)}; "
+            f"fields: {', '.join(FIELDS)} (prompt_id for group_id)"
+        )
     missing = [f for f in FIELDS if f not in raw]
     if missing:
         raise BadInput(
@@ -70,18 +111,32 @@ def load_batch(path: str | Path) -> dict[str, np.ndarray]:
     return validate_batch({f: raw[f] for f in FIELDS}, name=str(path))
 
 
+def _real(name: str, field: str, value) -> np.ndarray:
+    """``value`` as float64, refusing complex, string, object and empty fields."""
+    a = np.asarray(value)
+    if a.dtype.kind == "c":
+        raise BadInput(f"{name}: {field} is complex ({a.dtype}); expected real numbers")
+    if a.dtype.kind not in "biuf":
+        raise BadInput(
+            f"{name}: {field} has dtype {a.dtype} ({a.dtype.kind!r}); expected numbers"
+        )
+    return a.astype(np.float64)
+
+
 def validate_batch(batch: dict, *, name: str = "batch") -> dict[str, np.ndarray]:
     """Checks shapes and values; returns float64 arrays (adv broadcast to [S, T])."""
-    mask = np.asarray(batch["mask"], dtype=np.float64)
-    if mask.ndim != 2:
-        raise BadInput(f"{name}: mask has shape {mask.shape}; expected [S, T]")
+    mask = _real(name, "mask", batch["mask"])
+    if mask.ndim != 2 or mask.size == 0:
+        raise BadInput(
+            f"{name}: mask has shape {mask.shape}; expected a non-empty [S, T]"
+        )
     shape = mask.shape
     if not np.all((mask == 0) | (mask == 1)):
         odd = float(mask[(mask != 0) & (mask != 1)][0])
         raise BadInput(f"{name}: mask holds {odd!r}; expected 0 or 1")
     out = {"mask": mask}
     for f in ("p", "q"):
-        a = np.asarray(batch[f], dtype=np.float64)
+        a = _real(name, f, batch[f])
         if a.shape != shape:
             raise BadInput(f"{name}: {f} has shape {a.shape}, mask has {shape}")
         bad = (mask == 1) & ~((a > 0) & (a <= 1))
@@ -91,7 +146,7 @@ def validate_batch(batch: dict, *, name: str = "batch") -> dict[str, np.ndarray]
                 f"{name}: {f}[{s}, {t}] = {float(a[s, t])!r} is outside (0, 1]"
             )
         out[f] = np.where(mask == 1, a, 1.0)
-    adv = np.asarray(batch["adv"], dtype=np.float64)
+    adv = _real(name, "adv", batch["adv"])
     if adv.shape == shape[:1]:
         adv = np.repeat(adv[:, None], shape[1], axis=1)
     if adv.shape != shape:
@@ -102,13 +157,15 @@ def validate_batch(batch: dict, *, name: str = "batch") -> dict[str, np.ndarray]
     if not np.all(np.isfinite(adv[mask == 1])):
         raise BadInput(f"{name}: adv holds a non-finite value on a valid token")
     out["adv"] = np.where(mask == 1, adv, 0.0)
-    gid = np.asarray(batch["group_id"])
+    gid = _real(name, "group_id", batch["group_id"])
     if gid.shape != shape[:1]:
         raise BadInput(
             f"{name}: group_id has shape {gid.shape}; expected ({shape[0]},)"
         )
-    if not np.all(np.equal(np.mod(gid, 1), 0)):
-        raise BadInput(f"{name}: group_id must hold integers")
+    whole = np.isfinite(gid) & (np.mod(gid, 1) == 0) & (np.abs(gid) < 2.0**53)
+    if not whole.all():
+        bad = float(gid[~whole][0])
+        raise BadInput(f"{name}: group_id holds {bad!r}; expected integers")
     out["group_id"] = gid.astype(np.int64)
     return out
 
@@ -137,7 +194,10 @@ def audit_batch(batch: dict, rules, params=None) -> dict:
         params: optional ``{rule: {key: value}}`` overrides (already validated).
 
     Returns:
-        ``{"responses", "groups", "tokens", "zero_adv_group_share", "rules": [...]}``.
+        ``{"responses", "groups", "tokens", "nonzero_adv_tokens", "empty_groups",
+        "zero_adv_group_share", "rules": [...]}``: ``zero_adv_group_share`` is the
+        share of groups with valid tokens whose advantages are all zero (``None``
+        when no group has a valid token; groups without any are ``empty_groups``).
     """
     params = params or {}
     m = batch["mask"]
@@ -146,7 +206,9 @@ def audit_batch(batch: dict, rules, params=None) -> dict:
     nonzero = (batch["adv"] != 0) & (m == 1)
     denom = float(np.sum(weight * nonzero))
     groups = np.unique(batch["group_id"])
-    zero_groups = sum(1 for g in groups if not nonzero[batch["group_id"] == g].any())
+    # a group with no valid token is empty, not "zero-advantage"
+    valid = [g for g in groups if m[batch["group_id"] == g].any()]
+    zero_groups = sum(1 for g in valid if not nonzero[batch["group_id"] == g].any())
     log_r = np.log(batch["p"]) - np.log(batch["q"])
     rows = []
     for name in rules:
@@ -181,7 +243,8 @@ def audit_batch(batch: dict, rules, params=None) -> dict:
         "groups": int(groups.size),
         "tokens": int(m.sum()),
         "nonzero_adv_tokens": int(nonzero.sum()),
-        "zero_adv_group_share": zero_groups / max(groups.size, 1),
+        "empty_groups": int(groups.size - len(valid)),
+        "zero_adv_group_share": zero_groups / len(valid) if valid else None,
         "rules": rows,
     }
 
@@ -199,7 +262,7 @@ def check_rules(names) -> list[str]:
             )
         out.append(name)
     if not out:
-        raise BadInput("--rules is empty")
+        raise BadInput("rules is empty: name at least one rule")
     return out
 
 

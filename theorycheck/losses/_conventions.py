@@ -27,6 +27,36 @@ from theorycheck.losses._registry import LOSSES
 _RTOL = 1e-12
 
 
+#: the largest batch the report evaluates: B*G*T cells (1e6 takes ~40 s and ~0.7 GB
+#: on 2 CPU cores; the report lists every response, so B*G is bounded as well).
+MAX_CELLS = 1_000_000
+MAX_RESPONSES = 10_000
+#: counts reach jitted code as int32.
+_MAX_INT = 2**31 - 1
+
+
+def check_batch_shape(batch_shape) -> tuple[int, int, int]:
+    """Validates ``(B, G, T)`` before any array is built.
+
+    Raises:
+        BadInput: not three integers >= 1, or a batch larger than
+        :data:`MAX_CELLS` cells / :data:`MAX_RESPONSES` responses.
+    """
+    shape = tuple(batch_shape)
+    text = ",".join(str(x) for x in shape)
+    if len(shape) != 3 or not all(isinstance(x, (int, np.integer)) for x in shape):
+        raise BadInput(f"batch_shape {text}: expected three integers B,G,T")
+    b, g, t = (int(x) for x in shape)
+    if min(b, g, t) < 1:
+        raise BadInput(f"batch_shape {text}: every entry must be >= 1")
+    if b * g > MAX_RESPONSES or b * g * t > MAX_CELLS:
+        raise BadInput(
+            f"batch_shape {text}: B*G = {b * g} responses, B*G*T = {b * g * t} "
+            f"cells; at most {MAX_RESPONSES} responses and {MAX_CELLS} cells"
+        )
+    return b, g, t
+
+
 def batch_mask(batch_shape, lengths) -> tuple[np.ndarray, np.ndarray]:
     """``[B*G, T]`` float64 mask and ``[B*G]`` prompt ids for the given lengths.
 
@@ -37,20 +67,18 @@ def batch_mask(batch_shape, lengths) -> tuple[np.ndarray, np.ndarray]:
     Returns:
         ``(mask, prompt_ids)``.
     """
-    b, g, t = batch_shape
-    if min(b, g, t) < 1:
-        raise BadInput(f"--batch-shape {b},{g},{t}: every entry must be >= 1")
+    b, g, t = check_batch_shape(batch_shape)
     n = b * g
     if lengths is None:
         lengths = [max(1, round(t * (i + 1) / n)) for i in range(n)]
     if len(lengths) != n:
         raise BadInput(
-            f"--lengths has {len(lengths)} entries; batch shape {b},{g},{t} "
+            f"lengths has {len(lengths)} entries; batch shape {b},{g},{t} "
             f"needs B*G = {n}"
         )
     for length in lengths:
         if not 0 <= length <= t:
-            raise BadInput(f"--lengths entry {length} is outside [0, T = {t}]")
+            raise BadInput(f"lengths entry {length} is outside [0, T = {t}]")
     mask = (np.arange(t)[None, :] < np.asarray(lengths)[:, None]).astype(np.float64)
     return mask, np.repeat(np.arange(b), g)
 
@@ -103,11 +131,19 @@ def conventions_report(
     mask, prompt_ids = batch_mask(batch_shape, lengths)
     b, g, t = batch_shape
     mb = g if micro_batch_size is None else int(micro_batch_size)
-    if mb < 1:
-        raise BadInput(f"--micro-batch-size {mb} must be >= 1")
+    if not 1 <= mb <= _MAX_INT:
+        raise BadInput(f"micro_batch_size {mb} must lie in [1, {_MAX_INT}]")
     lmax = t if max_len is None else int(max_len)
-    if lmax < 1:
-        raise BadInput(f"--max-len {lmax} must be >= 1")
+    if lmax > _MAX_INT:
+        raise BadInput(f"max_len {lmax} must be <= {_MAX_INT}")
+    longest = int(mask.sum(axis=1).max())
+    if lmax < max(longest, 1):
+        raise BadInput(
+            f"max_len {lmax} is below the longest response ({longest} tokens): "
+            "L_max bounds every length"
+            if longest
+            else f"max_len {lmax} must be >= 1"
+        )
 
     def weights(reduction):
         return np.asarray(

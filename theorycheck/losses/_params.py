@@ -38,18 +38,30 @@ def get_rule(name: str, *, token: bool = False) -> LossSpec:
 
 
 def parse_assignments(items: list[str]) -> dict[str, float]:
-    """``["KEY=VALUE", ...]`` -> ``{key: float}`` (``inf`` allowed)."""
-    out = {}
+    """``["KEY=VALUE", ...]`` -> ``{key: float}``: the one ``--set`` parser.
+
+    ``inf`` is allowed (e.g. ``log_ratio_clamp=inf``); NaN, a missing ``=``, an empty
+    key, a value that is not a number and a key given twice are refused.
+
+    Examples:
+        >>> parse_assignments(["adv=-1", "q=0.3"])
+        {'adv': -1.0, 'q': 0.3}
+    """
+    out: dict[str, float] = {}
     for item in items:
         key, sep, value = item.partition("=")
+        key = key.strip()
         if not sep or not key:
             raise BadInput(f"--set {item!r}: expected KEY=VALUE")
         try:
-            out[key.strip()] = float(value)
+            number = float(value)
         except ValueError:
             raise BadInput(f"--set {item!r}: {value!r} is not a number") from None
-        if math.isnan(out[key.strip()]):
+        if math.isnan(number):
             raise BadInput(f"--set {item!r}: NaN is not a valid value")
+        if key in out:
+            raise BadInput(f"--set {item!r}: {key!r} is given twice")
+        out[key] = number
     return out
 
 
@@ -78,6 +90,17 @@ _RANGES = {
     },
     "log_ratio_clamp": (_positive, "must be > 0"),
 }
+
+
+def check_rule_value(name: str, key: str, value: float) -> float | int:
+    """Validates one hyperparameter of registry rule ``name`` (cast to int where the
+    key is a whole number, e.g. ``topk``).
+
+    Raises:
+        BadInput: the value is out of the key's range.
+    """
+    _check_value(name, key, value)
+    return int(value) if key in _INTEGER_KEYS else value
 
 
 def _check_value(name: str, key: str, v: float) -> None:

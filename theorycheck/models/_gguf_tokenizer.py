@@ -69,13 +69,20 @@ def tokenizer_from_gguf_fields(fields: dict, path: str) -> Tokenizer:
             raise BadInput(f"{path}: malformed merge {m!r} in 'tokenizer.ggml.merges'")
         merges.append((left, right))
     tk = require("tokenizers")
-    tok = tk.Tokenizer(tk.models.BPE(vocab=vocab, merges=merges, fuse_unk=False))
-    tok.pre_tokenizer = pre_tokenizer
-    tok.decoder = tk.decoders.ByteLevel()
     types = fields.get("tokenizer.ggml.token_type", [])
-    special = [tokens[i] for i, t in enumerate(types) if t == _CONTROL]
-    if special:
-        tok.add_special_tokens(
-            [tk.AddedToken(s, special=True, normalized=False) for s in special]
-        )
+    special = [tokens[i] for i, t in enumerate(types[: len(tokens)]) if t == _CONTROL]
+    try:
+        tok = tk.Tokenizer(tk.models.BPE(vocab=vocab, merges=merges, fuse_unk=False))
+        tok.pre_tokenizer = pre_tokenizer
+        tok.decoder = tk.decoders.ByteLevel()
+        if special:
+            tok.add_special_tokens(
+                [tk.AddedToken(s, special=True, normalized=False) for s in special]
+            )
+    except Exception as err:  # tokenizers raises bare Exception subclasses
+        first = (str(err).strip().splitlines() or [""])[0]
+        raise BadInput(
+            f"{path}: the tokenizer cannot be built from its metadata "
+            f"({type(err).__name__}: {first})"
+        ) from None
     return tok

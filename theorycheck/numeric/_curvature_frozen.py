@@ -28,78 +28,34 @@ import jax.numpy as jnp
 import numpy as np
 from jax.extend import core as jcore
 
-# Call-like primitives interpreted inline (so a stop_gradient inside them is seen).
-_INLINE = {
-    "jit": "jaxpr",
-    "pjit": "jaxpr",
-    "closed_call": "call_jaxpr",
-    "core_call": "call_jaxpr",
-    "custom_jvp_call": "call_jaxpr",
-    "custom_vjp_call": "call_jaxpr",
-    "custom_vjp_call_jaxpr": "fun_jaxpr",
-    "remat": "jaxpr",
-    "checkpoint": "jaxpr",
-}
-
-
-def _has_stop_gradient(jaxpr) -> bool:
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "stop_gradient":
-            return True
-        for sub in jcore.jaxprs_in_params(eqn.params):
-            if _has_stop_gradient(sub):
-                return True
-    return False
-
-
-def _sub_jaxpr(eqn):
-    name = _INLINE.get(eqn.primitive.name)
-    if name is None or name not in eqn.params:
-        return None
-    sub = eqn.params[name]
-    if isinstance(sub, jcore.ClosedJaxpr):
-        return sub.jaxpr, sub.consts
-    if isinstance(sub, jcore.Jaxpr):
-        return sub, ()
-    return None
+from theorycheck import _jaxpr
 
 
 def _eval(jaxpr, consts, args, frozen: list, record: bool) -> list:
     """Evaluate a jaxpr; ``record``: append stop_gradient outputs to ``frozen``, else
     consume them from ``frozen`` in the same order."""
-    env = {}
 
-    def read(v):
-        return v.val if isinstance(v, jcore.Literal) else env[v]
-
-    for v, x in zip(jaxpr.constvars, consts):
-        env[v] = x
-    for v, x in zip(jaxpr.invars, args):
-        env[v] = x
-    for eqn in jaxpr.eqns:
-        invals = [read(v) for v in eqn.invars]
-        sub = _sub_jaxpr(eqn)
+    def rule(eqn, invals):
         if eqn.primitive.name == "stop_gradient":
             if record:
                 frozen.append(invals[0])
-                outs = [invals[0]]
-            else:
-                outs = [frozen.pop(0)]
-        elif sub is not None:
+                return invals[0]
+            return frozen.pop(0)
+        sub = _jaxpr.sub_jaxpr(eqn)
+        if sub is not None:
             inner, inner_consts = sub
             n = len(inner.invars)
-            outs = _eval(inner, inner_consts, invals[-n:], frozen, record)
-        else:
-            if any(_has_stop_gradient(j) for j in jcore.jaxprs_in_params(eqn.params)):
-                raise NotImplementedError(
-                    f"stop_gradient inside '{eqn.primitive.name}' cannot be frozen"
-                )
-            outs = eqn.primitive.bind(*invals, **eqn.params)
-            if not eqn.primitive.multiple_results:
-                outs = [outs]
-        for v, x in zip(eqn.outvars, outs):
-            env[v] = x
-    return [read(v) for v in jaxpr.outvars]
+            return _eval(inner, inner_consts, invals[-n:], frozen, record)
+        if any(
+            _jaxpr.has_primitive(j, "stop_gradient")
+            for j in jcore.jaxprs_in_params(eqn.params)
+        ):
+            raise NotImplementedError(
+                f"stop_gradient inside '{eqn.primitive.name}' cannot be frozen"
+            )
+        return eqn.primitive.bind(*invals, **eqn.params)
+
+    return _jaxpr.interpret(jaxpr, consts, args, rule)
 
 
 def frozen_loss_fn(fn: Callable, z0) -> Callable:
@@ -127,7 +83,7 @@ def frozen_loss_fn(fn: Callable, z0) -> Callable:
         6.0
     """
     closed = jax.make_jaxpr(fn)(z0)
-    if not _has_stop_gradient(closed.jaxpr):
+    if not _jaxpr.has_primitive(closed.jaxpr, "stop_gradient"):
         return fn
 
     def frozen(z):

@@ -10,7 +10,8 @@ Minimises the smallest eigenvalue of the logit Hessian over the logits,
 (Hellmann-Feynman: :math:`x` the current unit eigenvector), by normalised gradient steps
 from random starts in two regimes:
 
-* ``"interior"``: logits :math:`\sim \mathcal N(0, \sigma^2)`, kept in :math:`[-3, 3]`;
+* ``"interior"``: logits :math:`\sim \mathcal N(0, \sigma^2)`, kept in :math:`[-3, 3]`
+  (the first start is :math:`z = 0`: a moderate point in every run);
 * ``"boundary"``: logits in :math:`[-30, 30]`, some tokens pushed to the box edges and
   :math:`\log\pi_k - \log(1-\pi_k)` drawn uniformly in :math:`[-30, 10]`, so that
   probabilities of :math:`10^{-6}` to :math:`10^{-13}` occur.
@@ -83,8 +84,8 @@ def _starts(key, regime, num, size, sampled):
     # log-uniform scale in [0.03, 3]: near-uniform policies as well as peaked ones
     scale = jnp.exp(jr.uniform(k1, (num, 1), minval=np.log(0.03), maxval=np.log(3.0)))
     z = scale * jr.normal(k2, (num, size))
-    if regime == "interior":
-        return jnp.clip(z, -BOX["interior"], BOX["interior"])
+    if regime == "interior":  # the first start is z = 0 (a moderate point, always)
+        return jnp.clip(z.at[0].set(0.0), -BOX["interior"], BOX["interior"])
     rate = jr.uniform(k3, (num, 1), minval=0.0, maxval=0.5)
     push = jr.uniform(k4, (num, size)) < rate
     edge = jr.uniform(k5, (num, size), minval=-30.0, maxval=30.0)

@@ -50,13 +50,16 @@ def _predictions(rec) -> dict[str, np.ndarray]:
     return out
 
 
-def _pool(probe, select, horizon):
-    """Concatenated predictions and realized changes over steps for chosen tokens."""
+def _pool(probe, select, horizon, steps=None):
+    """Concatenated predictions and realized changes over ``steps`` (indices into the
+    schedule; all by default) for the chosen tokens."""
     traj = probe["trajectory"]
     m = max(r["step"] for r in probe["steps"]) + 1
     preds = {k: [] for k in PREDICTORS}
     real, d0 = [], []
-    for t, rec in enumerate(probe["steps"]):
+    steps = range(len(probe["steps"])) if steps is None else steps
+    for t in steps:
+        rec = probe["steps"][t]
         end = {"step": t + 1, "epoch": (rec["epoch"] + 1) * m, "run": len(traj) - 1}
         sel = select(rec)
         real.append((traj[end[horizon]] - traj[t])[sel])
@@ -138,8 +141,7 @@ def analyze_probe(probe, *, delta: float = 0.0) -> dict:
     _, real_run, _ = _pool(probe, _updated, "run")
     by_step = []
     for t in range(len(probe["steps"])):
-        one = {"steps": [probe["steps"][t]], "trajectory": probe["trajectory"]}
-        p, r, _ = _pool(one, _updated, "step")
+        p, r, _ = _pool(probe, _updated, "step", steps=[t])
         by_step.append({k: sign_metrics(v, r) for k, v in p.items()})
     o_preds, o_real, _ = _pool(probe, _others, "step")
     others = {

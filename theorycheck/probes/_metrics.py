@@ -130,8 +130,9 @@ def mean_se(values) -> dict:
     """Mean and standard error over seeds (None values left out).
 
     Examples:
-        >>> mean_se([1.0, 2.0, 3.0])
-        {'mean': 2.0, 'se': 0.5773502691896257, 'n': 3}
+        >>> m = mean_se([1.0, 2.0, 3.0])
+        >>> m["mean"], round(m["se"], 12), m["n"]
+        (2.0, 0.57735026919, 3)
     """
     xs = np.array([v for v in values if v is not None], np.float64)
     if len(xs) == 0:

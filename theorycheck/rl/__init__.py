@@ -7,6 +7,12 @@ addition, capitals); ``Trainer``/``train`` run M minibatch steps per epoch again
 fixed anchor with any registered token rule and reduction.
 """
 
+from theorycheck.rl._config import (
+    MAX_MINIBATCHES,
+    OPTIMIZERS,
+    TrainConfig,
+    make_optimizer,
+)
 from theorycheck.rl._rollout import Rollouts, collect, left_pad
 from theorycheck.rl._tasks import (
     TASKS,
@@ -17,16 +23,7 @@ from theorycheck.rl._tasks import (
     make_problems,
 )
 from theorycheck.rl._tiny import CharTokenizer, tiny_model
-from theorycheck.rl._train import (
-    MAX_MINIBATCHES,
-    OPTIMIZERS,
-    Batch,
-    TrainConfig,
-    Trainer,
-    make_optimizer,
-    take_rows,
-    train,
-)
+from theorycheck.rl._train import Batch, Trainer, take_rows, train
 
 __all__ = [
     "MAX_MINIBATCHES",

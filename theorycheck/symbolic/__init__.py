@@ -3,9 +3,11 @@
 from theorycheck.symbolic._cells import fold_cells, piecewise_cells
 from theorycheck.symbolic._derive import (
     ProbabilityForm,
+    is_transcendental,
     logit_gradient,
     logit_hessian,
     split_exp_log,
+    tidy_probability,
     to_probability,
 )
 from theorycheck.symbolic._frozen import Frozen, unfreeze
@@ -44,6 +46,7 @@ __all__ = [
     "fold_cells",
     "fit_regression",
     "fit_sampled_token",
+    "is_transcendental",
     "is_zero",
     "log_softmax",
     "logit_gradient",
@@ -55,6 +58,7 @@ __all__ = [
     "softmax",
     "softmax_directional_derivative",
     "split_exp_log",
+    "tidy_probability",
     "to_probability",
     "total_variance_gap",
     "unfreeze",

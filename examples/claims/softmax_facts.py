@@ -1,0 +1,111 @@
+"""A small claims file to copy: two facts about softmax, each checked two ways.
+
+Run it with ``theorycheck prove examples/claims``. Each module-level ``Claim`` is
+collected; its status is computed from its checks (never written by hand).
+"""
+
+import numpy as np
+import sympy as sp
+
+from theorycheck.claims import Check, CheckResult, Claim, Correction, Method, Outcome
+
+
+def _symbolic_gradient() -> CheckResult:
+    z = sp.symbols("z0:3", real=True)
+    total = sum(sp.exp(t) for t in z)
+    pi = [sp.exp(t) / total for t in z]
+    errors = [
+        sp.simplify(sp.diff(sp.log(pi[0]), z[j]) - ((1 if j == 0 else 0) - pi[j]))
+        for j in range(3)
+    ]
+    ok = all(e == 0 for e in errors)
+    return CheckResult(
+        Outcome.PASS if ok else Outcome.UNKNOWN,
+        f"d log pi_0 / d z_j - (1[j=0] - pi_j) simplifies to {errors}",
+    )
+
+
+def _finite_differences(quick: bool = False) -> CheckResult:
+    rng = np.random.default_rng(0)
+    worst = 0.0
+    for _ in range(20 if quick else 200):
+        z = rng.normal(size=5)
+        p = np.exp(z - z.max()) / np.exp(z - z.max()).sum()
+        h = 1e-6
+        for j in range(5):
+            e = np.eye(5)[j] * h
+            logp = lambda x: x[0] - np.log(np.exp(x).sum())
+            fd = (logp(z + e) - logp(z - e)) / (2 * h)
+            worst = max(worst, abs(fd - ((j == 0) - p[j])))
+    ok = worst < 1e-8
+    return CheckResult(
+        Outcome.PASS if ok else Outcome.UNKNOWN,
+        f"central differences, max error {worst:.2e} (float64)",
+        data={"max_error": worst},
+    )
+
+
+GRADIENT = Claim(
+    id="example.log_softmax_gradient",
+    source="textbook softmax calculus",
+    provenance="DERIVED",
+    statement="d log softmax(z)_k / d z_j = 1[j = k] - softmax(z)_j",
+    checks=(
+        Check("sympy identity, V = 3", Method.SYMBOLIC, _symbolic_gradient),
+        Check("finite differences, V = 5", Method.NUMERIC, _finite_differences),
+    ),
+)
+
+
+def _max_prob_bound(quick: bool = False) -> CheckResult:
+    # The (wrong) statement: max softmax probability <= 1/2. Brute force finds a point.
+    z = np.array([3.0, 0.0, 0.0])
+    p = np.exp(z) / np.exp(z).sum()
+    if p.max() > 0.5:
+        return CheckResult(
+            Outcome.FAIL,
+            f"softmax({z.tolist()}) has max {p.max():.4f} > 1/2",
+            counterexample={"z": z.tolist(), "max_prob": float(p.max())},
+        )
+    return CheckResult(Outcome.UNKNOWN, "no counterexample at this point")
+
+
+def _z3_max_below_one() -> CheckResult:
+    from theorycheck.formal import prove
+
+    p = sp.symbols("p0:3", real=True)
+    res = prove(
+        p[0] < 1,
+        p,
+        assumptions=[*(x > 0 for x in p), sp.Eq(sum(p), 1)],
+    )
+    outcome = Outcome.PASS if res.status == "proved" else Outcome.UNKNOWN
+    return CheckResult(outcome, f"z3 over the open simplex, V = 3: {res.status}")
+
+
+def _sampled_below_one(quick: bool = False) -> CheckResult:
+    rng = np.random.default_rng(1)
+    z = rng.normal(scale=2, size=(100 if quick else 10_000, 3))
+    p = np.exp(z - z.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    ok = bool((p < 1).all())
+    return CheckResult(
+        Outcome.PASS if ok else Outcome.UNKNOWN,
+        f"{len(z)} float64 draws, largest 1 - max prob = {1 - p.max():.3g} > 0",
+    )
+
+
+MAX_PROB = Claim(
+    id="example.max_prob_at_most_half",
+    source="a deliberately wrong statement, to show a failing claim",
+    provenance="INFERRED",
+    statement="every softmax probability is at most 1/2",
+    checks=(Check("brute force at z = (3, 0, 0)", Method.NUMERIC, _max_prob_bound),),
+    correction=Correction(
+        statement="every softmax probability is strictly below 1 (finite logits)",
+        checks=(
+            Check("z3 over the simplex, V = 3", Method.Z3, _z3_max_below_one),
+            Check("random logits, float64", Method.NUMERIC, _sampled_below_one),
+        ),
+    ),
+)

@@ -1,0 +1,182 @@
+"""Shared helpers for the predictive-divergence-mask claims (not collected: the name
+starts with ``_``)."""
+
+from __future__ import annotations
+
+import mpmath
+import numpy as np
+import sympy as sp
+
+from theorycheck.claims import CheckResult, Outcome
+
+SOURCE = "seed 002 (Predictive Divergence Masks, arXiv 2607.10848)"
+
+
+def x64() -> None:
+    """Float64 in JAX for the numeric checks."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+
+
+def random_points(n: int, vocab: int, *, seed: int, spread: float = 2.0):
+    """n float64 draws of (behavior mu, logits z, sampled k), mu and pi = softmax(z)
+    strictly positive; mu is a perturbation of pi of random size."""
+    rng = np.random.default_rng(seed)
+    z = rng.normal(scale=spread, size=(n, vocab))
+    noise = rng.normal(size=(n, vocab)) * rng.uniform(0.05, 2.0, size=(n, 1))
+    mu = softmax(z + noise)
+    k = rng.integers(0, vocab, size=n)
+    return mu, z, k
+
+
+def softmax(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def ddot_kl_closed(mu: np.ndarray, pi: np.ndarray, k: np.ndarray):
+    """Prop. 1 closed form, numpy: (local, global) with local = pi_k - mu_k,
+    global = sum_i pi_i (mu_i - pi_i)."""
+    idx = np.arange(len(k))
+    local = pi[idx, k] - mu[idx, k]
+    glob = np.sum(pi * (mu - pi), axis=-1)
+    return local, glob
+
+
+def sym_abs(x: sp.Expr) -> sp.Expr:
+    """|x| as a Piecewise (the z3 encoder has no Abs)."""
+    return sp.Piecewise((x, x >= 0), (-x, True))
+
+
+def simplex(symbols) -> list:
+    """Open-simplex assumptions p_i > 0, sum p = 1."""
+    return [*(s > 0 for s in symbols), sp.Eq(sp.Add(*symbols), 1)]
+
+
+_MODEL: list = []
+
+
+def smollm2():
+    """The embedded SmolLM2 checkpoint, loaded once per process."""
+    if not _MODEL:
+        from theorycheck.models import load_model
+
+        _MODEL.append(load_model("smollm2"))
+    return _MODEL[0]
+
+
+#: The text whose next-token distributions are measured (teacher-forced).
+MEASURE_TEXT = (
+    "The capital of France is Paris. Two plus two equals four. Water boils at one "
+    "hundred degrees Celsius at sea level, and the moon orbits the earth once every "
+    "twenty-seven days. To solve 3x + 5 = 20, subtract five from both sides and divide "
+    "by three, which gives x = 5."
+)
+
+
+def precision_pair(quick: bool):
+    """Next-token distributions of SmolLM2 at every position of MEASURE_TEXT:
+    the trainer's float32 forward (pi, with its logits z) and the rollout engine's
+    bfloat16 forward (mu), both as float64 arrays ``[N, V]``."""
+    import jax.numpy as jnp
+
+    from theorycheck.models import cast_params, forward
+
+    cfg, params, tok = smollm2()
+    ids = tok.encode(MEASURE_TEXT).ids
+    ids = np.asarray([ids[:24] if quick else ids], np.int32)
+    z = np.asarray(forward(params, cfg, ids)[0], np.float64)
+    zb = forward(cast_params(params, jnp.bfloat16), cfg, ids)[0]
+    zb = np.asarray(zb.astype(jnp.float32), np.float64)
+    return softmax(zb), z, softmax(z)
+
+
+# --- 50-digit evaluation along the line z + t v (Remark 2 claims) ---------------
+
+mpmath.mp.dps = 50
+
+
+def line_divergence(mu, z, k, t, kind):
+    """D(mu || softmax(z + t v)) at 50 digits, v = e_k - softmax(z)."""
+    z = [mpmath.mpf(float(x)) for x in z]
+    mu = [mpmath.mpf(float(x)) for x in mu]
+    tot = mpmath.fsum(mpmath.exp(x) for x in z)
+    pi = [mpmath.exp(x) / tot for x in z]
+    v = [(1 if i == k else 0) - pi[i] for i in range(len(z))]
+    moved = [z[i] + mpmath.mpf(t) * v[i] for i in range(len(z))]
+    tot = mpmath.fsum(mpmath.exp(x) for x in moved)
+    q = [mpmath.exp(x) / tot for x in moved]
+    if kind == "kl":
+        return mpmath.fsum(m * (mpmath.log(m) - mpmath.log(p)) for m, p in zip(mu, q))
+    return mpmath.fsum(abs(m - p) for m, p in zip(mu, q)) / 2
+
+
+def ddot_of(mu, z, k, kind):
+    from theorycheck.numeric import ddot
+
+    return float(ddot(np.log(mu), z, k, kind=kind).ddot)
+
+
+def recheck(mu, z, k, t, kind):
+    """(prediction t*Ḋ, realized ΔD at 50 digits) at one point."""
+    dd = ddot_of(mu, z, k, kind)
+    delta = line_divergence(mu, z, k, t, kind) - line_divergence(mu, z, k, 0, kind)
+    return t * dd, float(delta)
+
+
+def _mp_div(mu, z, kind):
+    """D(mu || softmax(z)) at 50 digits."""
+    return line_divergence(mu, z, 0, 0, kind)
+
+
+def sgd_sign_flips(quick: bool = False) -> CheckResult:
+    """One optax SGD step on -A w log pi_k (free logits): t = eta A w along v."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    x64()
+    n = 10 if quick else 40
+    mu, z, k = random_points(n, 8, seed=43)
+    rates, first = {}, None
+    for eta in (0.1, 0.5, 1.0, 2.0):
+        wrong = {"kl": 0, "tv": 0}
+        for i, (mi, zi, ki) in enumerate(zip(mu, z, k)):
+            adv, w = (1.0 if i % 2 else -1.0), 1.0
+            opt = optax.sgd(eta)
+            params = jnp.asarray(zi)
+
+            def loss(zz, ki=ki, adv=adv, w=w):
+                return -adv * w * jax.nn.log_softmax(zz)[ki]
+
+            updates, _ = opt.update(jax.grad(loss)(params), opt.init(params))
+            new = np.asarray(optax.apply_updates(params, updates))
+            for kind in ("kl", "tv"):
+                pred = eta * adv * w * ddot_of(mi, zi, ki, kind)
+                real = float(_mp_div(mi, new, kind) - _mp_div(mi, zi, kind))
+                if np.sign(pred) != np.sign(real):
+                    wrong[kind] += 1
+                    if first is None:
+                        first = {
+                            "kind": kind,
+                            "mu": mi.tolist(),
+                            "logits": zi.tolist(),
+                            "k": int(ki),
+                            "adv": adv,
+                            "eta": eta,
+                            "predicted": pred,
+                            "realized": real,
+                        }
+        rates[str(eta)] = {kind: wrong[kind] / n for kind in wrong}
+    if first is None:
+        return CheckResult(
+            Outcome.UNKNOWN, f"no sign flip in {n} points x 4 step sizes", data=rates
+        )
+    return CheckResult(
+        Outcome.FAIL,
+        f"optax SGD steps on free logits ({n} points, V = 8): share of wrong "
+        f"first-order signs by eta: {rates} (realized ΔD at 50 digits)",
+        counterexample=first,
+        data={"wrong_sign_rate_by_eta": rates},
+    )

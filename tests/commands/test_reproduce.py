@@ -1,0 +1,49 @@
+"""``theorycheck reproduce``: bad input, and the quick main job end to end (slow)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from theorycheck.cli import main
+
+
+def test_reproduce_bad_section_and_out_are_bad_input(capsys, tmp_path):
+    assert main(["reproduce", "--section", "nope", "--out", str(tmp_path)]) == 2
+    assert "nope" in capsys.readouterr().err
+    f = tmp_path / "file"
+    f.write_text("x")
+    assert main(["reproduce", "--out", str(f)]) == 2
+    assert "is a file" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_reproduce_quick_writes_the_report(capsys, tmp_path):
+    assert main(["reproduce", "--quick", "--out", str(tmp_path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [s["name"] for s in out["sections"]] == ["proofs", "convexity", "rollouts"]
+    assert all(s["error"] is None for s in out["sections"])
+    index = json.loads((tmp_path / "index.json").read_text())
+    claims = index["sections"][0]["data"]["claims"]
+    assert len(claims) >= 13
+    for name in ("index.md", "proofs.md", "proofs.png", "convexity.png"):
+        assert (tmp_path / name).is_file(), name
+    assert (tmp_path / "demo" / "report.json").is_file()
+
+
+def test_reproduce_proofs_section_on_the_example_claims(capsys, tmp_path, monkeypatch):
+    examples = Path(__file__).resolve().parents[2] / "examples" / "claims"
+    monkeypatch.setenv("THEORYCHECK_PROOFS", str(examples))
+    argv = ["reproduce", "--quick", "--section", "proofs", "--out", str(tmp_path)]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [s["name"] for s in out["sections"]] == ["proofs"]
+    index = json.loads((tmp_path / "index.json").read_text())
+    data = index["sections"][0]["data"]
+    assert data["counts"] == {"holds": 1, "holds_with_correction": 1}
+    assert index["sections"][0]["config"]["proofs"] == str(examples)
+    md = (tmp_path / "index.md").read_text()
+    assert "example.max_prob_at_most_half" in md and "Correction that holds" in md
+    assert (tmp_path / "proofs.png").is_file()

@@ -1,0 +1,83 @@
+"""The DPPO claims: expected statuses (regression) and mutation meta-tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from theorycheck.claims import Method, Outcome, Status, evaluate
+
+from ._helpers import check_named, claims, module_of, outcome
+
+EXPECTED = {
+    "dppo.binary_divergence_lower_bound": Status.HOLDS,
+    "dppo.topk_divergence_lower_bound": Status.HOLDS,
+    "dppo.ppo_ratio_is_single_sample_tv": Status.HOLDS_WITH_CORRECTION,
+    "dppo.mask_direction_rule": Status.HOLDS,
+}
+
+
+@pytest.fixture(scope="module")
+def dppo():
+    return claims("dppo")
+
+
+def test_dppo_claims_are_all_present_with_two_kinds(dppo):
+    assert set(dppo) == set(EXPECTED)
+    for claim in dppo.values():
+        assert len(claim.methods) >= 2, claim.id
+
+
+@pytest.mark.parametrize("cid", sorted(EXPECTED))
+def test_dppo_claim_status(dppo, cid):
+    result = evaluate(dppo[cid], quick=True)
+    assert result.status is EXPECTED[cid], [m.result.detail for m in result.methods]
+
+
+def test_dppo_eq10_counterexample_is_exact(dppo):
+    result = evaluate(dppo["dppo.ppo_ratio_is_single_sample_tv"], quick=True)
+    cx = result.methods[0].result.counterexample
+    assert (cx["tv"], cx["single_sample"]) == ("1/2", "1/4")
+
+
+def test_mutation_binary_tv_doubled_is_refuted_by_z3(dppo, monkeypatch):
+    claim = dppo["dppo.binary_divergence_lower_bound"]
+    mod = module_of(claim)
+    bt = mod.binary_tv
+    monkeypatch.setattr(mod, "binary_tv", lambda m, p: 2 * bt(m, p))
+    check = check_named(claim, "z3")
+    assert check.method is Method.Z3 and outcome(check) is Outcome.FAIL
+
+
+def test_mutation_kl_chain_rule_missing_weight(dppo, monkeypatch):
+    claim = dppo["dppo.topk_divergence_lower_bound"]
+    mod = module_of(claim)
+    kl = mod.kl_terms
+    # Drop the last term of every KL sum: the chain rule no longer closes.
+    monkeypatch.setattr(mod, "kl_terms", lambda m, p: kl(m[:-1], p[:-1]))
+    check = check_named(claim, "sympy")
+    assert check.method is Method.SYMBOLIC and outcome(check) is Outcome.FAIL
+
+
+def test_mutation_gate_with_wrong_direction(dppo, monkeypatch):
+    import sympy as sp
+
+    claim = dppo["dppo.mask_direction_rule"]
+    mod = module_of(claim)
+
+    def flipped(div, p, q, adv, delta):
+        r = p / q
+        return sp.And(
+            div > delta, sp.Or(sp.And(adv > 0, r < 1), sp.And(adv < 0, r > 1))
+        )
+
+    monkeypatch.setattr(mod, "eq12_masked", flipped)
+    assert outcome(check_named(claim, "z3")) is Outcome.FAIL
+
+
+def test_mutation_eq10_correction_wrong_factor(dppo, monkeypatch):
+    claim = dppo["dppo.ppo_ratio_is_single_sample_tv"]
+    mod = module_of(claim)
+    unseen = mod.unseen_mass
+    monkeypatch.setattr(mod, "unseen_mass", lambda mu, pi: 2 * unseen(mu, pi))
+    check = check_named(claim, "Monte Carlo, full", correction=True)
+    assert check.method is Method.NUMERIC and outcome(check) is Outcome.FAIL

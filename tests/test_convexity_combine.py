@@ -1,0 +1,169 @@
+"""The verdict rules, unit-tested on the pure combiner (no JAX, no SymPy)."""
+
+from __future__ import annotations
+
+import pytest
+
+from theorycheck.convexity._combine import combine
+from theorycheck.convexity._types import (
+    MethodResult,
+    Scope,
+    Stage,
+    Status,
+    Verdict,
+)
+
+CE = {"logits": [0.0, 0.0, 0.0], "direction": [1.0, -1.0, 0.0], "curvature": -0.5}
+
+
+def structure(status=Status.PROVED, condition="always", claim=None):
+    claim = claim or (Scope.every(2) if status is Status.PROVED else Scope.every(3))
+    decided = Scope.of(3, 4) if status in (Status.PROVED, Status.REFUTED) else Scope()
+    ce = CE if status is Status.REFUTED else None
+    return MethodResult(
+        "structure", status, "d", Stage.STRUCTURE, claim, decided, ce, condition
+    )
+
+
+def invariance(same=True):
+    status = Status.CONFIRMED if same else Status.UNKNOWN
+    return MethodResult("vocab invariance", status, "d", Stage.INVARIANCE)
+
+
+def z3(v, status):
+    scope = Scope.of(v) if status in (Status.PROVED, Status.REFUTED) else Scope()
+    ce = CE if status is Status.REFUTED else None
+    return MethodResult(f"z3 V={v}", status, "d", Stage.FORMAL, scope, scope, ce)
+
+
+def search(v=None, samples=832):
+    if v is None:
+        return MethodResult(
+            "numeric search", Status.UNKNOWN, "d", Stage.SEARCH, samples=samples
+        )
+    s = Scope.of(v)
+    return MethodResult(
+        "numeric search", Status.REFUTED, "d", Stage.SEARCH, s, s, CE, samples=samples
+    )
+
+
+def test_scope_text_and_algebra():
+    assert str(Scope.every(2)) == "all V >= 2"
+    assert str(Scope.of(3)) == "V = 3" and str(Scope.of(4, 3)) == "V in {3, 4}"
+    assert str(Scope.of(2).union(Scope.every(3))) == "V in {2} and all V >= 3"
+    assert str(Scope.of(3, 5).union(Scope.every(4))) == "V in {3} and all V >= 4"
+    assert Scope.every(3).meets(Scope.of(7)) and not Scope.of(3).meets(Scope.of(4))
+    assert not Scope() and str(Scope()) == "no V"
+
+
+def test_structure_proof_for_every_v_needs_one_program():
+    out = combine([structure(), invariance(True), search()], Scope.of(3))
+    assert out.verdict is Verdict.CONVEX and str(out.scope) == "all V >= 2"
+    # Meta-test: without the invariance evidence the same proof covers only V = 3, 4.
+    out = combine([structure(), invariance(False), search()], Scope.of(3))
+    assert out.verdict is Verdict.CONVEX and str(out.scope) == "V in {3, 4}"
+    out = combine([structure(), search()], Scope.of(3))
+    assert str(out.scope) == "V in {3, 4}"
+
+
+def test_counterexample_wins_over_a_proof_and_names_the_contradiction():
+    recs = [structure(), invariance(True), z3(3, Status.PROVED), search(5)]
+    out = combine(recs, Scope.of(3, 5))
+    assert out.verdict is Verdict.NOT_CONVEX and str(out.scope) == "V = 5"
+    assert out.counterexample == CE
+    conflicts = [m for m in out.methods if m.method == "consistency"]
+    # the all-V structure proof contradicts V = 5; the z3 proof at V = 3 does not
+    assert any("structure proved convex (all V >= 2)" in m.detail for m in conflicts)
+    assert not any("z3 V=3 proved" in m.detail for m in conflicts)
+    assert out.condition is None  # never "always" beside a counterexample
+    assert any("region (always)" in m.detail for m in conflicts)
+
+
+def test_restricted_proof_does_not_conflict_with_a_counterexample_elsewhere():
+    recs = [structure(), invariance(False), search(5)]
+    out = combine(recs, Scope.of(3, 5))
+    assert out.verdict is Verdict.NOT_CONVEX and str(out.scope) == "V = 5"
+    assert not [m for m in out.methods if m.status is Status.CONFLICT]
+    notes = [m.detail for m in out.methods if m.method == "consistency"]
+    assert notes == [
+        "the structure's region (always) holds at V in {3, 4} only; not reported "
+        "beside the counterexample at V = 5"
+    ]
+    assert out.condition is None
+
+
+def test_structural_refutation_scope_follows_invariance():
+    ref = structure(Status.REFUTED, "pi_k >= 1/2 (V >= 3)")
+    out = combine([ref, invariance(True), search()], Scope.of(3))
+    assert out.verdict is Verdict.NOT_CONVEX and str(out.scope) == "all V >= 3"
+    assert out.condition == "pi_k >= 1/2 (V >= 3)"
+    out = combine([ref, invariance(False), search()], Scope.of(3))
+    assert str(out.scope) == "V in {3, 4}"
+
+
+def test_z3_proof_alone_is_convex_at_its_v():
+    recs = [structure(Status.UNKNOWN, None), invariance(), z3(3, Status.PROVED)]
+    out = combine(recs + [search()], Scope.of(3))
+    assert out.verdict is Verdict.CONVEX and str(out.scope) == "V = 3"
+
+
+def test_kinks_block_a_proof():
+    kink = MethodResult("kinks", Status.UNKNOWN, "d", Stage.KINKS)
+    out = combine([structure(), invariance(), kink, search()], Scope.of(3))
+    assert out.verdict is Verdict.UNKNOWN and out.condition is None
+    assert "kinks" in out.reason and "832 samples" in out.reason
+
+
+@pytest.mark.parametrize(
+    "records,needle",
+    [
+        ([structure(Status.UNKNOWN, None), z3(3, Status.UNKNOWN)], "undecided"),
+        (
+            [MethodResult("symbolic", Status.SKIPPED, "sort", Stage.STRUCTURE)],
+            "no prover could run (sort)",
+        ),
+    ],
+)
+def test_unknown_says_which(records, needle):
+    out = combine([*records, search(samples=100)], Scope.of(3))
+    assert out.verdict is Verdict.UNKNOWN and str(out.scope) == "V = 3"
+    assert needle in out.reason
+    assert "searched without finding a counterexample (100 samples)" in out.reason
+
+
+def test_unknown_never_prints_always_or_never():
+    out = combine([structure(Status.UNKNOWN, "always (V >= 3)"), search()], Scope.of(3))
+    assert out.verdict is Verdict.UNKNOWN and out.condition is None
+
+
+def test_enums_serialise_as_plain_strings():
+    rec = z3(3, Status.PROVED)
+    assert rec.to_json() == {"method": "z3 V=3", "status": "proved", "detail": "d"}
+    assert Verdict.NOT_CONVEX == "not_convex" and f"{Verdict.CONVEX}" == "convex"
+
+
+def test_result_families_are_enum_members():
+    from theorycheck.convexity import ConvexityResult, Family
+
+    res = ConvexityResult("x", Verdict.CONVEX, "", [], None, None, {})
+    assert res.families == ()
+    res.family = "cross_entropy+regression"
+    assert res.families == (Family.CROSS_ENTROPY, Family.REGRESSION)
+    res.family = "sampled_token+affine"  # a name the enum does not know: kept as text
+    assert res.families == (Family.SAMPLED_TOKEN, "affine")
+
+
+def test_a_refutation_without_its_counterexample_does_not_count():
+    bare = MethodResult(
+        "structure",
+        Status.REFUTED,
+        "d",
+        Stage.STRUCTURE,
+        Scope.every(3),
+        Scope.of(3, 4),
+    )
+    out = combine([bare, invariance(), search()], Scope.of(3))
+    assert out.verdict is Verdict.UNKNOWN
+    # z3 refutations are exact by construction: one without a float64 copy counts
+    out = combine([z3(3, Status.REFUTED), search()], Scope.of(3))
+    assert out.verdict is Verdict.NOT_CONVEX

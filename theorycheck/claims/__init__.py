@@ -1,0 +1,77 @@
+"""The claim harness: a proposition, the checks that test it, its computed status.
+
+Write claims as module-level :class:`Claim` objects in a ``.py`` file; ``theorycheck
+prove PATH`` discovers them (:func:`discover`) and evaluates each (:func:`evaluate`).
+The status (:class:`Status`) is computed from the checks' outcomes, never written by
+hand:
+
+* ``holds``: every check passes and they span at least two method kinds;
+* ``fails``: a check found a re-checked counterexample and no correction holds;
+* ``holds_with_correction``: the statement fails and its :class:`Correction` holds
+  (every check passes, at least two kinds);
+* ``unknown`` otherwise. A check that raises is UNKNOWN, never a pass.
+"""
+
+from theorycheck.claims._discover import Collected, discover, select
+from theorycheck.claims._evaluate import (
+    ClaimResult,
+    CorrectionResult,
+    MethodResult,
+    evaluate,
+    run_check,
+    status_of,
+)
+from theorycheck.claims._helpers import (
+    compare,
+    exact,
+    from_proof,
+    property_check,
+    sympy_identity,
+)
+from theorycheck.claims._report import (
+    counts,
+    markdown,
+    run_claims,
+    table_lines,
+    write_report,
+)
+from theorycheck.claims._types import (
+    PROVENANCES,
+    Check,
+    CheckResult,
+    Claim,
+    Correction,
+    Method,
+    Outcome,
+    Status,
+)
+
+__all__ = [
+    "PROVENANCES",
+    "Check",
+    "CheckResult",
+    "Claim",
+    "ClaimResult",
+    "Collected",
+    "Correction",
+    "CorrectionResult",
+    "Method",
+    "MethodResult",
+    "Outcome",
+    "Status",
+    "discover",
+    "evaluate",
+    "compare",
+    "counts",
+    "exact",
+    "from_proof",
+    "markdown",
+    "property_check",
+    "run_check",
+    "run_claims",
+    "select",
+    "status_of",
+    "sympy_identity",
+    "table_lines",
+    "write_report",
+]

@@ -1,0 +1,156 @@
+"""Finding claims in files and folders, the way pytest finds tests.
+
+A path is a ``.py`` file or a folder. In a folder every ``*.py`` file whose name does
+not start with ``_`` is collected, recursively and in sorted order (so ``__init__.py``
+and private helpers such as ``_common.py`` are not); hidden folders and ``__pycache__``
+are skipped. A file named explicitly is always collected. Within a module the claims are
+the module-level :class:`~theorycheck.claims.Claim` objects, in definition order; no
+other registration. A claim object reached twice (imported by a second module) is
+collected once; two different claims with one id are an error.
+
+Modules inside a package (a folder with ``__init__.py``) are imported by their dotted
+name with the package root's parent on ``sys.path``, so relative imports work; a loose
+file is imported under a name derived from its path, with its folder on ``sys.path`` so
+sibling helpers import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from types import ModuleType
+
+from theorycheck._errors import BadInput
+from theorycheck.claims._types import Claim
+
+
+@dataclasses.dataclass(frozen=True)
+class Collected:
+    """A discovered claim and the file it was found in."""
+
+    claim: Claim
+    path: Path
+
+
+def _files(path: Path) -> list[Path]:
+    if path.is_file():
+        if path.suffix != ".py":
+            raise BadInput(f"{path} is not a Python file")
+        return [path]
+    if path.is_dir():
+        found = []
+        for f in sorted(path.rglob("*.py")):
+            rel = f.relative_to(path).parts
+            if f.name.startswith("_"):
+                continue
+            if any(p.startswith(".") or p == "__pycache__" for p in rel[:-1]):
+                continue
+            found.append(f)
+        return found
+    raise BadInput(f"{path} does not exist")
+
+
+def _package_root(file: Path) -> Path | None:
+    """The outermost folder above ``file`` that is still a package, if any."""
+    root = None
+    folder = file.parent
+    while (folder / "__init__.py").is_file():
+        root = folder
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    return root
+
+
+def _import(file: Path) -> ModuleType:
+    file = file.resolve()
+    root = _package_root(file)
+    if root is not None:
+        base = root.parent
+        parts = file.relative_to(base).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        if str(base) not in sys.path:
+            sys.path.insert(0, str(base))
+        return importlib.import_module(name)
+    name = "theorycheck_claims_" + "_".join(
+        p.replace("-", "_").replace(".", "_") for p in file.with_suffix("").parts[1:]
+    )
+    if name in sys.modules:
+        return sys.modules[name]
+    if str(file.parent) not in sys.path:
+        sys.path.insert(0, str(file.parent))
+    spec = importlib.util.spec_from_file_location(name, file)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def _module_claims(module: ModuleType) -> Iterable[Claim]:
+    for value in list(vars(module).values()):
+        if isinstance(value, Claim):
+            yield value
+
+
+def discover(paths: Sequence[str | Path]) -> list[Collected]:
+    """Collects the claims under ``paths``.
+
+    Args:
+        paths: ``.py`` files and folders.
+
+    Returns:
+        The claims with their files, in path order then definition order.
+
+    Raises:
+        BadInput: a path that does not exist or is no Python file, a module that
+            fails to import (its error in the message), or one id used by two
+            different claims.
+    """
+    seen: dict[int, Collected] = {}
+    by_id: dict[str, Collected] = {}
+    out: list[Collected] = []
+    for raw in paths:
+        for file in _files(Path(raw)):
+            try:
+                module = _import(file)
+            except Exception as exc:  # noqa: BLE001 -- any import error is bad input
+                raise BadInput(
+                    f"{file}: cannot import: {type(exc).__name__}: {exc}"
+                ) from exc
+            for claim in _module_claims(module):
+                if id(claim) in seen:
+                    continue
+                if claim.id in by_id:
+                    first = by_id[claim.id].path
+                    raise BadInput(
+                        f"claim id {claim.id!r} is used twice: in {first} and in {file}"
+                    )
+                item = Collected(claim, file)
+                seen[id(claim)] = by_id[claim.id] = item
+                out.append(item)
+    return out
+
+
+def select(collected: Sequence[Collected], only: Sequence[str]) -> list[Collected]:
+    """The claims whose ids are in ``only`` (all when empty), in collection order.
+
+    Raises:
+        BadInput: an id in ``only`` that no collected claim has.
+    """
+    if not only:
+        return list(collected)
+    known = {c.claim.id for c in collected}
+    for wanted in only:
+        if wanted not in known:
+            raise BadInput(f"--only {wanted!r}: no such claim id")
+    wanted = set(only)
+    return [c for c in collected if c.claim.id in wanted]

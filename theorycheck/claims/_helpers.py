@@ -1,0 +1,218 @@
+"""Small adapters that turn the engines' answers into :class:`CheckResult` objects.
+
+* :func:`from_proof`: a :class:`theorycheck.formal.ProofResult` (proved / refuted /
+  unknown) as a check of a universal statement;
+* :func:`property_check`: a hypothesis property run programmatically (seeded,
+  derandomized, no example database); a falsifying example is re-checked before it is
+  reported, and "no counterexample in N examples" is what a pass says;
+* :func:`compare`: two routes to the same numbers, within a stated tolerance.
+
+Examples:
+    >>> import numpy as np
+    >>> compare("1 + 1", np.array([2.0]), np.array([2.0]), rtol=0, atol=0).outcome
+    <Outcome.PASS: 'pass'>
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from theorycheck.claims._types import CheckResult, Outcome
+
+
+def exact(value: Any) -> Any:
+    """Fractions as ``"p/q"`` strings (exact, JSON-able); other values unchanged."""
+    if isinstance(value, Fraction):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {str(k): exact(v) for k, v in value.items()}
+    return value
+
+
+def from_proof(result: Any, what: str) -> CheckResult:
+    """A z3 ``ProofResult`` (theorycheck.formal) for the universal statement ``what``.
+
+    ``proved`` is a PASS, ``refuted`` a FAIL with the (already exactly re-checked)
+    counterexample, ``unknown`` an UNKNOWN.
+    """
+    if result.status == "proved":
+        return CheckResult(Outcome.PASS, f"z3 proved: {what}")
+    if result.status == "refuted":
+        cx = exact(result.counterexample)
+        return CheckResult(
+            Outcome.FAIL,
+            f"z3 refuted: {what} (counterexample re-checked exactly)",
+            counterexample=cx,
+        )
+    return CheckResult(Outcome.UNKNOWN, f"z3 unknown on: {what} ({result.detail})")
+
+
+def property_check(
+    prop: Callable[..., bool],
+    *strategies: Any,
+    what: str,
+    examples: int = 200,
+    quick_examples: int = 25,
+    quick: bool = False,
+    describe: Callable[..., Mapping[str, Any]] | None = None,
+) -> CheckResult:
+    """Runs the property ``prop(*drawn) -> bool`` under hypothesis.
+
+    Args:
+        prop: returns True where the statement holds at the drawn inputs.
+        *strategies: hypothesis strategies, one per argument of ``prop``.
+        what: the property in words (for the detail line).
+        examples: examples in a full run; ``quick_examples`` when ``quick``.
+        quick_examples: examples in a quick run.
+        quick: use ``quick_examples``.
+        describe: maps a falsifying example to the counterexample mapping
+            (default: the arguments as lists).
+
+    Returns:
+        PASS ("no counterexample in N examples"), FAIL with a re-checked
+        counterexample, or UNKNOWN when a falsifying example does not reproduce.
+    """
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    n = quick_examples if quick else examples
+    failing: list[tuple] = []
+    calls = [0]
+
+    @settings(
+        max_examples=n,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        print_blob=False,
+    )
+    @given(st.tuples(*strategies))
+    def _run(args):
+        calls[0] += 1
+        if not prop(*args):
+            failing.append(args)
+            raise AssertionError("property violated")
+
+    try:
+        _run()
+    except AssertionError:
+        pass
+    if not failing:
+        return CheckResult(
+            Outcome.PASS,
+            f"hypothesis: no counterexample in {calls[0]} examples: {what}",
+            data={"examples": calls[0]},
+        )
+    args = failing[-1]
+    if prop(*args):
+        return CheckResult(
+            Outcome.UNKNOWN,
+            f"hypothesis: a falsifying example did not reproduce: {what}",
+        )
+    cx = (
+        describe(*args)
+        if describe
+        else {f"arg{i}": _plain(a) for i, a in enumerate(args)}
+    )
+    return CheckResult(
+        Outcome.FAIL,
+        f"hypothesis: falsified (re-checked) after {calls[0]} examples: {what}",
+        counterexample=cx,
+    )
+
+
+def _plain(x: Any) -> Any:
+    return x.tolist() if hasattr(x, "tolist") else x
+
+
+def compare(
+    what: str,
+    actual: Any,
+    expected: Any,
+    *,
+    rtol: float,
+    atol: float,
+    inputs: Mapping[str, Any] | None = None,
+) -> CheckResult:
+    """Two routes to the same numbers: PASS within ``rtol``/``atol``, else FAIL.
+
+    The FAIL's counterexample is the worst entry (both values, and ``inputs``).
+    """
+    a = np.asarray(actual, dtype=np.float64)
+    e = np.asarray(expected, dtype=np.float64)
+    err = np.abs(a - e)
+    bound = atol + rtol * np.abs(e)
+    ok = bool(np.all(err <= bound))
+    worst = int(np.argmax(err - bound)) if err.size else 0
+    max_err = float(err.max()) if err.size else 0.0
+    data = {"max_abs_error": max_err, "rtol": rtol, "atol": atol, "n": int(err.size)}
+    if ok:
+        return CheckResult(
+            Outcome.PASS,
+            f"{what}: {err.size} values agree, max |error| {max_err:.2e} "
+            f"(rtol {rtol:g}, atol {atol:g}, float64)",
+            data=data,
+        )
+    cx = {
+        "index": worst,
+        "actual": float(a.flat[worst]),
+        "expected": float(e.flat[worst]),
+        **(inputs or {}),
+    }
+    return CheckResult(
+        Outcome.FAIL,
+        f"{what}: disagree by {max_err:.3g} (rtol {rtol:g}, atol {atol:g}, float64)",
+        counterexample=cx,
+        data=data,
+    )
+
+
+def sympy_identity(
+    difference: Any,
+    *,
+    what: str,
+    points: Callable[[], Any] | None = None,
+    tries: int = 8,
+) -> CheckResult:
+    """An exact identity ``difference == 0`` in SymPy.
+
+    PASS when ``sympy.simplify`` reduces every entry to 0. Otherwise the entries are
+    evaluated at the substitutions ``points()`` yields (exact rationals; the value at 50
+    digits): a nonzero value is a FAIL with that point as the counterexample; if none is
+    found the outcome is UNKNOWN (simplify is incomplete; it is never a pass).
+
+    Args:
+        difference: a SymPy expression or a list of them.
+        what: the identity in words.
+        points: a callable returning an iterable of ``{symbol: value}`` substitutions.
+        tries: how many of the points to try.
+    """
+    import sympy as sp
+
+    entries = (
+        list(difference) if isinstance(difference, (list, tuple)) else [difference]
+    )
+    if all(sp.simplify(e) == 0 for e in entries):
+        return CheckResult(Outcome.PASS, f"sympy: {what} (simplifies to 0)")
+    for i, point in enumerate(points() if points else ()):
+        if i >= tries:
+            break
+        for j, e in enumerate(entries):
+            val = sp.N(e.xreplace(point), 50)
+            if val.is_number and abs(val) > sp.Float("1e-30"):
+                cx = {str(k): str(v) for k, v in point.items()}
+                cx["entry"] = j
+                cx["difference"] = str(sp.N(val, 15))
+                return CheckResult(
+                    Outcome.FAIL,
+                    f"sympy: {what} is false: nonzero at an exact point (50 digits)",
+                    counterexample=cx,
+                )
+    return CheckResult(
+        Outcome.UNKNOWN, f"sympy could not simplify, and no point refutes: {what}"
+    )

@@ -1,0 +1,138 @@
+"""What every command shares on the way out: JSON emission, output paths, flag names.
+
+* :func:`emit_json` prints exactly one JSON object on stdout (``--json``); NaN and
+  infinities become ``null`` (JSON has no such numbers), so a command that can meet
+  them says so in its own fields rather than silently.
+* :func:`check_output_path` validates a file a command will write (``--plot``,
+  ``--report``) *before* any work, so a bad path never costs a full run.
+* :func:`flag_names` turns a library error that speaks of an argument
+  (``max_len 3 ...``) into the CLI's words (``--max-len 3 ...``): library code never
+  mentions CLI flags.
+
+Examples:
+    >>> to_jsonable({"a": float("nan"), "b": (1, 2.5)})
+    {'a': None, 'b': [1, 2.5]}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from theorycheck._errors import BadInput
+
+__all__ = [
+    "check_output_dir",
+    "check_output_path",
+    "emit_json",
+    "flag_names",
+    "to_jsonable",
+]
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Converts numpy/jax scalars and arrays to plain JSON values (NaN/inf -> null)."""
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if hasattr(obj, "tolist"):
+        return to_jsonable(obj.tolist())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def emit_json(obj: dict) -> None:
+    """Prints exactly one JSON object on stdout (one line)."""
+    print(json.dumps(to_jsonable(obj), allow_nan=False), flush=True)
+
+
+def check_output_path(
+    flag: str, path: str | os.PathLike, suffixes: tuple[str, ...] | None
+) -> Path:
+    """Checks that ``path`` can be written as a file, before any work is done.
+
+    Args:
+        flag: the option that named the path, for the message (e.g. ``"--plot"``).
+        path: the file to be written (it may exist: it is replaced).
+        suffixes: accepted suffixes (lower case, with the dot), or ``None`` for any.
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        BadInput: a directory, a wrong suffix, a missing or unwritable parent
+        directory.
+
+    Examples:
+        >>> check_output_path("--plot", "notes.txt", (".png",))
+        Traceback (most recent call last):
+        ...
+        theorycheck._errors.BadInput: --plot 'notes.txt': expected a .png file
+    """
+    text = os.fspath(path)
+    target = Path(text)
+    if target.is_dir():
+        raise BadInput(f"{flag} {text!r} is a directory; expected a file path")
+    if suffixes is not None and target.suffix.lower() not in suffixes:
+        kinds = ", ".join(suffixes[:-1]) + " or " * (len(suffixes) > 1) + suffixes[-1]
+        raise BadInput(f"{flag} {text!r}: expected a {kinds} file")
+    parent = target.parent
+    if not parent.is_dir():
+        raise BadInput(f"{flag} {text!r}: directory {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise BadInput(f"{flag} {text!r}: directory {str(parent)!r} is not writable")
+    if target.exists() and not os.access(target, os.W_OK):
+        raise BadInput(f"{flag} {text!r}: the file exists and is not writable")
+    return target
+
+
+def check_output_dir(flag: str, path: str | os.PathLike) -> Path:
+    """Checks that ``path`` is (or can be created as) a writable directory.
+
+    Raises:
+        BadInput: ``path`` is a file, or the nearest existing ancestor is not a
+        writable directory.
+    """
+    text = os.fspath(path)
+    target = Path(text)
+    if target.exists() and not target.is_dir():
+        raise BadInput(f"{flag} {text!r} is a file; expected a directory")
+    probe = target
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        raise BadInput(f"{flag} {text!r}: {str(probe)!r} is not a writable directory")
+    return target
+
+
+class flag_names:  # lower case: it reads as the context manager it is
+    """Re-raises a library :class:`BadInput` that starts with an argument name with
+    that argument's flag instead (``flag_names(max_len="--max-len")``); reusable.
+
+    Examples:
+        >>> with flag_names(max_len="--max-len"):
+        ...     raise BadInput("max_len 3 is below the longest length 5")
+        Traceback (most recent call last):
+        ...
+        theorycheck._errors.BadInput: --max-len 3 is below the longest length 5
+    """
+
+    def __init__(self, **flags: str) -> None:
+        self.flags = flags
+
+    def __enter__(self) -> flag_names:
+        return self
+
+    def __exit__(self, kind, err, tb) -> None:
+        if not isinstance(err, BadInput):
+            return
+        message = str(err)
+        for name, flag in self.flags.items():
+            rest = message[len(name) :]
+            if message.startswith(name) and rest[:1] in (" ", ":", ""):
+                raise BadInput(flag + rest) from None

@@ -1,0 +1,186 @@
+r"""The one place the verdict rules live: method records in, one verdict out (pure).
+
+Rules (each has a unit test in ``tests/test_convexity_combine.py``):
+
+1. ``not_convex`` needs a refutation (structure, z3 or search) carrying a re-checked
+   counterexample; it wins over every proof. A proof whose scope contains a refuted V
+   is withdrawn and a ``consistency`` record names the contradiction; the condition is
+   then never ``always``.
+2. ``convex`` needs a proof (structure or z3) and no refutation; a loss with kinks
+   outside ``stop_gradient`` (``kinks`` record) is never convex from piecewise PSD.
+3. The structure stage's claim for every V stands only when the ``invariance`` record
+   confirms that the jaxprs at several V are one program up to the vocabulary
+   dimension; otherwise its scope is the V it actually derived.
+4. Otherwise ``unknown``, with a reason that says which: undecided by the provers,
+   and whether the search ran without finding a counterexample.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from theorycheck.convexity._types import MethodResult, Scope, Stage, Status, Verdict
+
+__all__ = ["Decision", "combine"]
+
+_PROVERS = (Stage.STRUCTURE, Stage.FORMAL)
+_REFUTERS = (Stage.STRUCTURE, Stage.FORMAL, Stage.SEARCH)
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """The combined verdict.
+
+    Attributes:
+        verdict: convex / not_convex / unknown.
+        scope: the V the verdict holds for (for unknown: the V that were checked).
+        condition: the convex region, when known and consistent with the verdict.
+        counterexample: the re-checked counterexample behind ``not_convex``.
+        methods: the input records plus any ``consistency`` records.
+        reason: for unknown, which kind (undecided by the provers; searched and found
+            nothing); otherwise None.
+    """
+
+    verdict: Verdict
+    scope: Scope
+    condition: str | None
+    counterexample: dict[str, Any] | None
+    methods: tuple[MethodResult, ...]
+    reason: str | None = None
+
+
+def _effective(rec: MethodResult, invariant: bool) -> Scope:
+    """A record's scope; the structure's all-V claim only with one program."""
+    if rec.stage is Stage.STRUCTURE and not invariant:
+        return rec.decided
+    return rec.scope
+
+
+def _union(scopes) -> Scope:
+    out = Scope()
+    for s in scopes:
+        out = out.union(s)
+    return out
+
+
+def _conflicts(proofs, refuted: Scope, invariant: bool, refs) -> list[MethodResult]:
+    out = []
+    where = ", ".join(f"{r.method} ({_effective(r, invariant)})" for r in refs)
+    for p in proofs:
+        claimed = _effective(p, invariant)
+        if claimed.meets(refuted):
+            out.append(
+                MethodResult(
+                    "consistency",
+                    Status.CONFLICT,
+                    f"{p.method} proved convex ({claimed}) but a re-checked "
+                    f"counterexample contradicts it: {where}; the counterexample "
+                    "wins and the proof is withdrawn",
+                    Stage.CONSISTENCY,
+                )
+            )
+    return out
+
+
+def _always_record(records, condition: str, refuted: Scope, invariant: bool):
+    """Why an ``always`` region is dropped beside a counterexample: a contradiction
+    when the structure's scope contains a refuted V, else a note on its scope."""
+    struct = next((r for r in records if r.stage is Stage.STRUCTURE), None)
+    where = _effective(struct, invariant) if struct is not None else Scope()
+    if not where or where.meets(refuted):
+        return MethodResult(
+            "consistency",
+            Status.CONFLICT,
+            f"the structure's region ({condition}) contradicts a re-checked "
+            f"counterexample at {refuted}: no region is reported",
+            Stage.CONSISTENCY,
+        )
+    return MethodResult(
+        "consistency",
+        Status.NOTE,
+        f"the structure's region ({condition}) holds at {where} only; not reported "
+        f"beside the counterexample at {refuted}",
+        Stage.CONSISTENCY,
+    )
+
+
+def _unknown_reason(records: Sequence[MethodResult], kinks: bool, proofs) -> str:
+    parts = []
+    if proofs and kinks:
+        parts.append(
+            "the Hessian is PSD on every smooth piece, but the loss has kinks "
+            "outside stop_gradient, which are not analysed"
+        )
+    else:
+        provers = [r for r in records if r.stage in _PROVERS]
+        ran = [r for r in provers if r.status is not Status.SKIPPED]
+        parts.append(
+            "undecided by the provers"
+            if ran
+            else "no prover could run (" + "; ".join(r.detail for r in provers) + ")"
+            if provers
+            else "no prover ran"
+        )
+    search = [r for r in records if r.stage is Stage.SEARCH]
+    if search and all(r.status is Status.UNKNOWN for r in search):
+        total = sum(r.samples for r in search)
+        parts.append(f"searched without finding a counterexample ({total} samples)")
+    elif not search:
+        parts.append("no numeric search ran")
+    return "; ".join(parts)
+
+
+def combine(records: Sequence[MethodResult], checked: Scope) -> Decision:
+    """Combines the stages' records into one verdict (the rules in the module doc).
+
+    Args:
+        records: every stage's record, in the order the stages ran.
+        checked: the V the numeric stages ran at (the scope of an ``unknown``).
+
+    Returns:
+        A :class:`Decision`.
+    """
+    invariant = any(
+        r.stage is Stage.INVARIANCE and r.status is Status.CONFIRMED for r in records
+    )
+    kinks = any(r.stage is Stage.KINKS and r.status is Status.UNKNOWN for r in records)
+    proofs = [r for r in records if r.stage in _PROVERS and r.status is Status.PROVED]
+    # A refutation counts with its counterexample; a z3 refutation is re-checked in
+    # exact arithmetic before it is reported, so it stands on its own.
+    refs = [
+        r
+        for r in records
+        if r.stage in _REFUTERS
+        and r.status is Status.REFUTED
+        and (r.counterexample is not None or r.stage is Stage.FORMAL)
+    ]
+    condition = next(
+        (r.condition for r in records if r.stage is Stage.STRUCTURE and r.condition),
+        None,
+    )
+    methods = list(records)
+    if refs:
+        scope = _union(_effective(r, invariant) for r in refs)
+        methods += _conflicts(proofs, scope, invariant, refs)
+        if condition is not None and condition.startswith("always"):
+            methods.append(_always_record(records, condition, scope, invariant))
+            condition = None
+        ce = next(
+            (
+                r.counterexample
+                for r in records
+                if r.counterexample is not None
+                and (r in refs or r.stage is Stage.RECHECK)
+            ),
+            None,
+        )
+        return Decision(Verdict.NOT_CONVEX, scope, condition, ce, tuple(methods))
+    if proofs and not kinks:
+        scope = _union(_effective(r, invariant) for r in proofs)
+        return Decision(Verdict.CONVEX, scope, condition, None, tuple(methods))
+    if condition is not None and condition.startswith(("always", "never")):
+        condition = None  # a region that would contradict "unknown"
+    reason = _unknown_reason(records, kinks, proofs)
+    return Decision(Verdict.UNKNOWN, checked, condition, None, tuple(methods), reason)

