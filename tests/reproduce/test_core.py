@@ -34,6 +34,6 @@ def test_run_sections_writes_index_with_provenance(tmp_path):
     assert "section exploded" in md and "| jax |" in md
 
 
-def test_sections_are_the_documented_four():
+def test_sections_are_the_documented_five():
     names = [s.name for s in SECTIONS]
-    assert names == ["proofs", "convexity", "rollouts", "probes"]
+    assert names == ["proofs", "convexity", "rollouts", "probes", "linearization"]

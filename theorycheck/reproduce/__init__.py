@@ -13,6 +13,7 @@ from theorycheck.reproduce._core import (
     provenance,
     run_sections,
 )
+from theorycheck.reproduce._linearization import linearization_section
 from theorycheck.reproduce._probes import probe_section
 from theorycheck.reproduce._sections import (
     convexity_section,
@@ -29,6 +30,11 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         "probes", "Where first-order ΔD predictions break (SmolLM2)", probe_section
     ),
+    Section(
+        "linearization",
+        "NTK linearization and gradient-norm bounds (LCO, SmolLM2)",
+        linearization_section,
+    ),
 )
 
 
@@ -43,6 +49,7 @@ __all__ = [
     "Section",
     "SectionResult",
     "convexity_section",
+    "linearization_section",
     "proofs_dir",
     "probe_section",
     "prove_section",
