@@ -381,23 +381,5 @@ def report_only(out_dir: str) -> str:
     return os.path.join(out_dir, "report.md")
 
 
-def section(out_dir: str, quick: bool) -> tuple[str, dict]:
-    """The reproduce section: ``(markdown, json)``; ``quick`` = the tiny model,
-    otherwise two seeds on SmolLM2-135M."""
-    import json
-
-    cfg = Config.tiny() if quick else Config(seeds=2)
-    cfg = dataclasses.replace(cfg, out=os.path.join(out_dir, "gradient_bounds"))
-    argv = []
-    for f in dataclasses.fields(cfg):
-        argv += ["--" + f.name.replace("_", "-"), str(getattr(cfg, f.name))]
-    if main(argv) != 0:
-        raise RuntimeError("gradient_bounds failed")
-    with open(os.path.join(cfg.out, "results.json")) as fh:
-        data = json.load(fh)
-    with open(os.path.join(cfg.out, "report.md")) as fh:
-        return fh.read(), data
-
-
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -304,23 +304,5 @@ def _run(cfg: Config, *, fresh: bool) -> int:
     return 0
 
 
-def section(out_dir: str, quick: bool) -> tuple[str, dict]:
-    """The reproduce section: ``(markdown, json)``; ``quick`` = the tiny model,
-    otherwise two seeds of the last-2-blocks runs on SmolLM2-135M."""
-    import json
-
-    cfg = Config.tiny() if quick else Config(seeds=2, subsets="2")
-    cfg = dataclasses.replace(cfg, out=os.path.join(out_dir, "linearization"))
-    argv = []
-    for f in dataclasses.fields(cfg):
-        argv += ["--" + f.name.replace("_", "-"), str(getattr(cfg, f.name))]
-    if main(argv) != 0:
-        raise RuntimeError("linearization failed")
-    with open(os.path.join(cfg.out, "results.json")) as fh:
-        data = json.load(fh)
-    with open(os.path.join(cfg.out, "report.md")) as fh:
-        return fh.read(), data
-
-
 if __name__ == "__main__":
     raise SystemExit(main())
