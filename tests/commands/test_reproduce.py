@@ -23,7 +23,8 @@ def test_reproduce_bad_section_and_out_are_bad_input(capsys, tmp_path):
 def test_reproduce_quick_writes_the_report(capsys, tmp_path):
     assert main(["reproduce", "--quick", "--out", str(tmp_path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert [s["name"] for s in out["sections"]] == ["proofs", "convexity", "rollouts"]
+    names = ["proofs", "convexity", "rollouts", "probes", "linearization"]
+    assert [s["name"] for s in out["sections"]] == names
     assert all(s["error"] is None for s in out["sections"])
     index = json.loads((tmp_path / "index.json").read_text())
     claims = index["sections"][0]["data"]["claims"]
