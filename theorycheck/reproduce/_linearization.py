@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-from theorycheck import _progress
 from theorycheck.reproduce._core import SectionResult
+from theorycheck.reproduce._subprocess import run_experiment
 
 #: (experiment, arguments of the short run) for (full, quick).
 RUNS = {
@@ -31,33 +29,12 @@ RUNS = {
 }
 
 
-def _run(name: str, args: list[str], out: Path) -> Path:
-    run_dir = out / name
-    argv = [sys.executable, "-m", f"experiments.{name}", "--out", str(run_dir), *args]
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run(
-        argv,
-        cwd=root,
-        stdout=subprocess.PIPE,
-        stderr=None if _progress.enabled() else subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(
-            f"experiments.{name} exited {proc.returncode}: {(proc.stderr or '')[-400:]}"
-        )
-    return run_dir
-
-
 def linearization_section(out: Path, quick: bool) -> SectionResult:
     """Short runs of both experiments; their reports' tables, figures and summaries."""
     out = Path(out)
     parts, data, figures = [], {}, []
     for name, args in RUNS[quick]:
-        run_dir = _run(name, args, out)
+        run_dir = run_experiment(name, args, out)
         report = (run_dir / "report.md").read_text().split("\n")
         body = [ln for ln in report[1:] if not ln.startswith("![")]
         parts += [f"### `experiments.{name}`", "", *body, ""]

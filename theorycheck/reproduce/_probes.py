@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-from theorycheck import _progress
 from theorycheck.reproduce._core import SectionResult
+from theorycheck.reproduce._subprocess import run_experiment
 
 #: Arguments of the short run (full, quick).
 PROBE_ARGS = {
@@ -34,25 +32,7 @@ def _cell(stat) -> str:
 
 def probe_section(out: Path, quick: bool) -> SectionResult:
     """The short sign-agreement run; its one-step table for the base variant."""
-    run_dir = Path(out) / "sign_agreement"
-    argv = [sys.executable, "-m", "experiments.sign_agreement", "--out", str(run_dir)]
-    argv += PROBE_ARGS[quick]
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run(
-        argv,
-        cwd=root,
-        stdout=subprocess.PIPE,
-        stderr=None if _progress.enabled() else subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(
-            f"the sign-agreement run exited {proc.returncode}: "
-            f"{(proc.stderr or '')[-400:]}"
-        )
+    run_dir = run_experiment("sign_agreement", PROBE_ARGS[quick], out)
     data = json.loads((run_dir / "results.json").read_text())
     base = data["summary"]["base"]
     lines = [
