@@ -151,6 +151,6 @@ def select(collected: Sequence[Collected], only: Sequence[str]) -> list[Collecte
     known = {c.claim.id for c in collected}
     for wanted in only:
         if wanted not in known:
-            raise BadInput(f"--only {wanted!r}: no such claim id")
+            raise BadInput(f"only {wanted!r}: no such claim id")
     wanted = set(only)
     return [c for c in collected if c.claim.id in wanted]

@@ -154,6 +154,20 @@ def _check_and_report(spec: str, report, **kwargs):
 
 
 def run(args) -> int:
+    from theorycheck.commands._output import flag_names
+
+    # library errors name arguments; on the command line they are these flags
+    with flag_names(
+        vocab="--vocab",
+        timeout_s="--timeout",
+        logits="--at",
+        sampled="--sampled",
+        params="--set",
+    ):
+        return _run(args)
+
+
+def _run(args) -> int:
     from theorycheck.commands._isolate import caller_for
     from theorycheck.commands._output import emit_json
     from theorycheck.losses import parse_assignments

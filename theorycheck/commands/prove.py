@@ -50,11 +50,13 @@ def _emit_json(obj: dict) -> None:
 def run(args: argparse.Namespace) -> int:
     from theorycheck._errors import BadInput
     from theorycheck.claims import run_claims, table_lines, write_report
+    from theorycheck.commands._output import flag_names
 
     paths = args.paths or ["proofs"]
     if args.report is not None and Path(args.report).is_file():
         raise BadInput(f"--report {args.report}: is a file, not a folder")
-    results = run_claims(paths, only=args.only, quick=args.quick)
+    with flag_names(only="--only"):
+        results = run_claims(paths, only=args.only, quick=args.quick)
     for r in results:
         for m in r.errors:
             print(

@@ -84,9 +84,9 @@ class ConvexityResult:
 
 def _check_args(vocab, timeout_s: float, num_starts: int) -> None:
     if not vocab or min(vocab) < 2:
-        raise BadInput(f"--vocab {list(vocab)}: every V must be >= 2")
+        raise BadInput(f"vocab {list(vocab)}: every V must be >= 2")
     if not (math.isfinite(timeout_s) and timeout_s > 0):
-        raise BadInput(f"--timeout {timeout_s}: must be a finite number > 0")
+        raise BadInput(f"timeout_s {timeout_s}: must be a finite number > 0")
     if num_starts < 1:
         raise BadInput(f"num_starts = {num_starts}: must be >= 1")
 
@@ -273,9 +273,9 @@ def local_check(spec: str, logits, sampled: int, *, params=None) -> dict[str, An
     resolved = resolve(spec)
     z = np.asarray(logits, dtype=np.float64)
     if z.ndim != 1 or z.size < 2 or not np.all(np.isfinite(z)):
-        raise BadInput(f"--at: need >= 2 finite logits, got {z.size} values")
+        raise BadInput(f"logits: need >= 2 finite logits, got {z.size} values")
     if not 0 <= sampled < z.size:
-        raise BadInput(f"--sampled {sampled} is out of range for V = {z.size}")
+        raise BadInput(f"sampled {sampled} is out of range for V = {z.size}")
     built = build_inputs(resolved, dict(params or {}), z.size, sampled, exact=False)
     numeric = built.numeric
     shape_check(resolved.loss, z.size, sampled, numeric, resolved.name)

@@ -170,7 +170,7 @@ def check_params(resolved: ResolvedLoss, params: Mapping[str, float]) -> dict:
     for key, value in params.items():
         if key in ARRAY_INPUTS and key in resolved.accepts:
             how = "from q (--set q=...)" if key == "behavior_logp" else "as zeros"
-            raise BadInput(f"--set {key}: an array input, built {how}")
+            raise BadInput(f"params {key}: an array input, built {how}")
         if key not in valid and not resolved.var_keyword:
             raise BadInput(
                 f"{resolved.name}: unknown parameter {key!r}; it takes: "
@@ -181,7 +181,7 @@ def check_params(resolved: ResolvedLoss, params: Mapping[str, float]) -> dict:
 
             value = check_rule_value(resolved.name, key, value)
         elif not math.isfinite(value):
-            raise BadInput(f"--set {key}={value}: the value must be finite")
+            raise BadInput(f"params {key}={value}: the value must be finite")
         out[key] = value
     q = out.get("q", INPUT_DEFAULTS["q"])
     if "q" in valid and "q" not in resolved.accepts and not 0.0 < q < 1.0:
@@ -266,6 +266,6 @@ def build_inputs(
                 exact_in[name] = _exact(INPUT_DEFAULTS[name])
         else:
             raise BadInput(
-                f"the loss needs input {name!r}; pass it with --set {name}=..."
+                f"params: the loss needs input {name!r}; give it a value ({name}=...)"
             )
     return LossInputs(numeric, exact_in, record)
