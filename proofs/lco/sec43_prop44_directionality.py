@@ -12,7 +12,7 @@ import numpy as np
 import sympy as sp
 from _lco_common import PAPER_FORMS, failed, linear_loss, passed, undecided
 
-from theorycheck.claims import Check, Claim, Correction, Method
+from theorycheck.claims import Check, Claim, Correction, Method, seeded_settings
 from theorycheck.formal import prove
 
 # --- Prop. 4.4 ------------------------------------------------------------------------
@@ -86,18 +86,12 @@ def directionality_numeric(*, quick: bool = False) -> object:
 def directionality_property(*, quick: bool = False, slack: float = 1.0) -> object:
     r"""hypothesis: <grad_theta L, theta - theta*> >= L(theta) - L(theta*) for the
     three LCO losses on random linear models (``slack`` scales the right side)."""
-    from hypothesis import HealthCheck, given, settings
+    from hypothesis import given
     from hypothesis import strategies as st
 
     bad = []
 
-    @settings(
-        max_examples=15 if quick else 80,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-    )
+    @seeded_settings(15 if quick else 80)
     @given(
         seed=st.integers(0, 2**31 - 1),
         name=st.sampled_from(PAPER_FORMS),

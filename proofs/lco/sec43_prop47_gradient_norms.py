@@ -13,7 +13,7 @@ import numpy as np
 import sympy as sp
 from _lco_common import PAPER_FORMS, failed, linear_loss, passed, undecided
 
-from theorycheck.claims import Check, Claim, Correction, Method
+from theorycheck.claims import Check, Claim, Correction, Method, seeded_settings
 from theorycheck.losses import LOSSES
 
 # --- Prop. 4.7 ------------------------------------------------------------------------
@@ -100,18 +100,12 @@ def _g(name, loss, vocab):
 
 def bound_property(*, quick: bool = False, g=_g) -> object:
     """hypothesis: ||grad_theta L|| <= sigma_max(J) g(L) for the three LCO losses."""
-    from hypothesis import HealthCheck, given, settings
+    from hypothesis import given
     from hypothesis import strategies as st
 
     bad = []
 
-    @settings(
-        max_examples=20 if quick else 120,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-    )
+    @seeded_settings(20 if quick else 120)
     @given(
         seed=st.integers(0, 2**31 - 1),
         name=st.sampled_from(PAPER_FORMS),

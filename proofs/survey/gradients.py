@@ -20,7 +20,7 @@ from _survey_common import (
     undecided,
 )
 
-from theorycheck.claims import Check, Claim, Method
+from theorycheck.claims import Check, Claim, Method, seeded_settings
 from theorycheck.losses import (
     LOSSES,
     TOKEN_RULES,
@@ -69,7 +69,7 @@ def weight_property(
 ) -> object:
     """hypothesis: registry weight-form rules with w = r (bounds wide open) have the
     float64 autodiff gradient of is_pg."""
-    from hypothesis import HealthCheck, given, settings
+    from hypothesis import given
     from hypothesis import strategies as st
 
     from theorycheck.testing import logits, simplex
@@ -77,13 +77,7 @@ def weight_property(
     bad = []
     wide = bounds or {"low": 1e-30, "high": 1e30}  # w = r: the window never binds
 
-    @settings(
-        max_examples=15 if quick else 100,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-    )
+    @seeded_settings(15 if quick else 100)
     @given(
         z=logits(4, max_abs=6.0),
         mu=simplex(4, min_prob=1e-3),

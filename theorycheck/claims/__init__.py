@@ -26,6 +26,7 @@ from theorycheck.claims._helpers import (
     exact,
     from_proof,
     property_check,
+    seeded_settings,
     sympy_identity,
 )
 from theorycheck.claims._report import (
@@ -67,6 +68,7 @@ __all__ = [
     "from_proof",
     "markdown",
     "property_check",
+    "seeded_settings",
     "run_check",
     "run_claims",
     "select",

@@ -51,6 +51,26 @@ def from_proof(result: Any, what: str) -> CheckResult:
     return CheckResult(Outcome.UNKNOWN, f"z3 unknown on: {what} ({result.detail})")
 
 
+def seeded_settings(max_examples: int, **extra: Any):
+    """The hypothesis ``settings`` every claim's property run uses: ``max_examples``,
+    derandomized (reproducible), no example database, no deadline, no health checks.
+
+    Examples:
+        >>> seeded_settings(5).max_examples
+        5
+    """
+    from hypothesis import HealthCheck, settings
+
+    return settings(
+        max_examples=max_examples,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        **extra,
+    )
+
+
 def property_check(
     prop: Callable[..., bool],
     *strategies: Any,
@@ -76,21 +96,14 @@ def property_check(
         PASS ("no counterexample in N examples"), FAIL with a re-checked
         counterexample, or UNKNOWN when a falsifying example does not reproduce.
     """
-    from hypothesis import HealthCheck, given, settings
+    from hypothesis import given
     from hypothesis import strategies as st
 
     n = quick_examples if quick else examples
     failing: list[tuple] = []
     calls = [0]
 
-    @settings(
-        max_examples=n,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-        print_blob=False,
-    )
+    @seeded_settings(n, print_blob=False)
     @given(st.tuples(*strategies))
     def _run(args):
         calls[0] += 1
