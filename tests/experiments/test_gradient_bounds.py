@@ -1,16 +1,12 @@
 """The gradient-bounds experiment's --tiny mode end to end, resumability, bad input."""
 
-import json
-
 import pytest
 
 from experiments import gradient_bounds
+from tests.experiments._results import assert_same_results
+from tests.experiments._results import read as _read
 
 ARGV = ["--tiny", "--seeds", "1", "--fixed-losses", "lco_mse"]
-
-
-def _read(path):
-    return json.loads(path.read_text())
 
 
 @pytest.fixture(scope="module")
@@ -59,10 +55,7 @@ def test_killed_run_restarted_gives_the_same_json(tiny_run, tmp_path, monkeypatc
     assert len(_read(out / "results.json")["units"]) == 2
     monkeypatch.setattr(gradient_bounds, "fixed_unit", real)
     assert gradient_bounds.main(argv) == 0
-    got, want = _read(out / "results.json"), _read(tiny_run / "results.json")
-    got["config"]["out"] = want["config"]["out"]
-    got["provenance"]["config"]["out"] = want["provenance"]["config"]["out"]
-    assert got == want
+    assert_same_results(out / "results.json", tiny_run / "results.json")
 
 
 @pytest.mark.parametrize(
