@@ -64,7 +64,10 @@ class Config:
     (:data:`SWEEP_GRID`), ``"all"`` or a comma-separated subset of
     :data:`VARIANT_NAMES`; each variant changes one setting of the base run. ``masks``
     names the variants whose steps also evaluate the three masks' own updates
-    (comma-separated, ``"all"`` or ``"none"``).
+    (comma-separated, ``"all"`` or ``"none"``). ``redraws``: dynamic sampling as in
+    DAPO (Yu et al., 2025, §3.2): a seed whose prompts give no GRPO group with mixed
+    rewards (every advantage 0, so nothing would be updated) draws new prompts, up to
+    ``redraws`` times; the draws taken are recorded per unit.
     """
 
     model: str = "smollm2"
@@ -74,6 +77,7 @@ class Config:
     new_tokens: int = 8
     topk: int = 20
     temperature: float = 1.0
+    redraws: int = 4
     seeds: int = 5
     first_seed: int = 0
     loss: str = "ppo"
@@ -172,24 +176,58 @@ def _load(cfg: Config):
     return tiny_model() if cfg.model == "tiny" else load_model(cfg.model)
 
 
-def _rollouts(cfg: Config, model, seed: int, engine: str):
+def _rollouts(cfg: Config, model, seed: int, engine: str, known: int | None = None):
+    """Rollouts of one seed; ``(rollouts, draw)``.
+
+    Draw 0 uses prompts drawn from ``seed``; draw d > 0 (dynamic sampling, when no
+    group of the previous draw had mixed rewards) from ``seed + 10_000 * d``. The
+    sampler's seed follows the prompts' seed. The engine dtype does not change which
+    draw is taken: the bfloat16 draw decides (``known``, when it was already found), so
+    both engines score the same prompts.
+    """
     from theorycheck.rl import collect, make_problems
 
-    problems = make_problems(cfg.task, cfg.prompts, seed=seed)
-    return collect(
-        model,
-        problems,
-        samples=cfg.samples,
-        new_tokens=cfg.new_tokens,
-        topk=cfg.topk,
-        temperature=cfg.temperature,
-        seed=seed,
-        engine_dtype=engine,
-    )
+    def draw(d: int, dtype: str):
+        s = seed + 10_000 * d
+        return collect(
+            model,
+            make_problems(cfg.task, cfg.prompts, seed=s),
+            samples=cfg.samples,
+            new_tokens=cfg.new_tokens,
+            topk=cfg.topk,
+            temperature=cfg.temperature,
+            seed=s,
+            engine_dtype=dtype,
+        )
+
+    if known is not None:
+        return draw(known, engine), known
+    for d in range(cfg.redraws + 1):
+        out = draw(d, "bfloat16")
+        if mixed_groups(out) > 0 or d == cfg.redraws:
+            break
+        _common.log(f"seed {seed}: no group with mixed rewards; new prompts")
+    return (out if engine == "bfloat16" else draw(d, engine)), d
+
+
+def mixed_groups(rollouts) -> int:
+    """Number of GRPO groups whose rewards are not all equal (the groups that train)."""
+    import numpy as np
+
+    reward = np.asarray(rollouts.reward)
+    group = np.asarray(rollouts.group)
+    return sum(int(np.ptp(reward[group == g]) > 0) for g in np.unique(group))
 
 
 def run_unit(
-    cfg: Config, model, rollouts, overrides: dict, seed: int, sharding, masks: bool
+    cfg: Config,
+    model,
+    rollouts,
+    overrides: dict,
+    seed: int,
+    sharding,
+    masks: bool,
+    draw: int = 0,
 ):
     """One (variant, seed): train with the probe; the analysis as a JSON-ready dict."""
     from theorycheck.probes import analyze_probe, run_probe
@@ -205,6 +243,7 @@ def run_unit(
         "groups": trainer.groups,
         "tokens": int(rollouts.tokens.size),
         "engine_dtype": rollouts.engine_dtype,
+        "prompt_draw": draw,
     }
     out["update_norms"] = probe["update_norms"]
     out["analysis_version"] = ANALYSIS_VERSION
@@ -260,16 +299,19 @@ def _run(cfg: Config, *, fresh: bool, report_only: bool = False) -> int:
         engine = "bfloat16" if mismatch else "float32"
         if (seed, engine) not in cache:
             _common.log(f"seed {seed}: rollouts ({engine} engine)")
-            cache[(seed, engine)] = _rollouts(cfg, model, seed, engine)
+            known = cache.get((seed, "bfloat16"), (None, None))[1]
+            cache[(seed, engine)] = _rollouts(cfg, model, seed, engine, known)
         _common.log(f"{unit}: training with the probe")
+        rollouts, draw = cache[(seed, engine)]
         result = run_unit(
             cfg,
             model,
-            cache[(seed, engine)],
+            rollouts,
             grid[name],
             seed,
             sharding,
             name in mask_variants(cfg),
+            draw,
         )
         store.save(unit, result, seconds=time.perf_counter() - t0)
     summary = _sign_report.summarize(store.data["units"], list(grid), seeds)
