@@ -49,14 +49,28 @@ def test_resolve_params_rejects_bad_values(name, overrides, needle):
 
 
 def test_resolve_params_requires_distribution_inputs():
-    with pytest.raises(BadInput, match="--set ddot=VALUE --set divergence=VALUE"):
+    with pytest.raises(BadInput, match="give the inputs ddot=VALUE, divergence=VALUE"):
         resolve_params("predictive_tv", {}, allow_inputs=True)
 
 
 def test_parse_assignments_accepts_inf_and_rejects_nan():
     assert parse_assignments(["log_ratio_clamp=inf"]) == {"log_ratio_clamp": math.inf}
-    with pytest.raises(BadInput, match="NaN"):
+    with pytest.raises(BadInput, match="^assignment 'delta=nan': NaN"):
         parse_assignments(["delta=nan"])
+
+
+@pytest.mark.parametrize(
+    "items, message",
+    [
+        (["adv"], "^assignment 'adv': expected KEY=VALUE"),
+        (["adv=x"], "^assignment 'adv=x': 'x' is not a number"),
+        (["adv=1", "adv=2"], "^assignment 'adv=2': 'adv' is given twice"),
+    ],
+)
+def test_parse_assignments_errors_name_the_assignment_not_a_flag(items, message):
+    # library errors speak of arguments; the commands translate them to --set
+    with pytest.raises(BadInput, match=message):
+        parse_assignments(items)
 
 
 def test_resolve_params_accepts_a_window_starting_at_zero():

@@ -54,7 +54,12 @@ def _overrides(items, rules):
                 f"--set {item!r}: expected RULE.KEY=VALUE with RULE one of "
                 f"{', '.join(rules)}"
             )
-        per_rule.setdefault(target, {}).update(parse_assignments([rest]))
+        try:
+            assigned = parse_assignments([rest])
+        except BadInput as err:  # name the whole RULE.KEY=VALUE item and the flag
+            reason = str(err).partition(": ")[2]
+            raise BadInput(f"--set {item!r}: {reason}") from None
+        per_rule.setdefault(target, {}).update(assigned)
     return {r: resolve_params(r, kv)[0] for r, kv in per_rule.items()}
 
 

@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     import jax
 
     from theorycheck._errors import BadInput
-    from theorycheck.commands._output import emit_json
+    from theorycheck.commands._output import emit_json, flag_names
     from theorycheck.losses import get_rule, parse_assignments, resolve_params
 
     spec = get_rule(args.name, token=True)
@@ -76,9 +76,16 @@ def run(args: argparse.Namespace) -> int:
     check_probability("--q", args.q)
     if not math.isfinite(args.adv):
         raise BadInput(f"--adv {args.adv!r} must be finite")
-    params, inputs = resolve_params(
-        args.name, parse_assignments(args.params), allow_inputs=True
-    )
+    with flag_names(assignment="--set"):
+        assigned = parse_assignments(args.params)
+    try:
+        params, inputs = resolve_params(args.name, assigned, allow_inputs=True)
+    except BadInput as err:  # the library names inputs; here they are --set flags
+        head, sep, wanted = str(err).partition("give the inputs ")
+        if not sep:
+            raise
+        flags = " ".join(f"--set {w}" for w in wanted.split(", "))
+        raise BadInput(f"{head}pass {flags}") from None
     jax.config.update("jax_enable_x64", True)
     c, gated = spec.coefficient(args.p, args.q, args.adv, **inputs, **params)
     c = float(c)

@@ -169,10 +169,11 @@ def run(args) -> int:
 
 def _run(args) -> int:
     from theorycheck.commands._isolate import caller_for
-    from theorycheck.commands._output import emit_json
+    from theorycheck.commands._output import emit_json, flag_names
     from theorycheck.losses import parse_assignments
 
-    params = parse_assignments(args.params)
+    with flag_names(assignment="--set"):
+        params = parse_assignments(args.params)
     if not (math.isfinite(args.timeout) and args.timeout > 0):
         raise BadInput(f"--timeout {args.timeout}: must be a finite number > 0")
     call = caller_for(args.spec, args.timeout)  # user files: isolated, deadline

@@ -38,10 +38,13 @@ def get_rule(name: str, *, token: bool = False) -> LossSpec:
 
 
 def parse_assignments(items: list[str]) -> dict[str, float]:
-    """``["KEY=VALUE", ...]`` -> ``{key: float}``: the one ``--set`` parser.
+    """``["KEY=VALUE", ...]`` -> ``{key: float}``: the one parser of parameter
+    assignments (the CLI's ``--set``).
 
     ``inf`` is allowed (e.g. ``log_ratio_clamp=inf``); NaN, a missing ``=``, an empty
-    key, a value that is not a number and a key given twice are refused.
+    key, a value that is not a number and a key given twice are refused with a
+    :class:`BadInput` that starts ``assignment 'ITEM':`` (the commands name their flag
+    instead, through ``commands._output.flag_names``).
 
     Examples:
         >>> parse_assignments(["adv=-1", "q=0.3"])
@@ -52,15 +55,15 @@ def parse_assignments(items: list[str]) -> dict[str, float]:
         key, sep, value = item.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise BadInput(f"--set {item!r}: expected KEY=VALUE")
+            raise BadInput(f"assignment {item!r}: expected KEY=VALUE")
         try:
             number = float(value)
         except ValueError:
-            raise BadInput(f"--set {item!r}: {value!r} is not a number") from None
+            raise BadInput(f"assignment {item!r}: {value!r} is not a number") from None
         if math.isnan(number):
-            raise BadInput(f"--set {item!r}: NaN is not a valid value")
+            raise BadInput(f"assignment {item!r}: NaN is not a valid value")
         if key in out:
-            raise BadInput(f"--set {item!r}: {key!r} is given twice")
+            raise BadInput(f"assignment {item!r}: {key!r} is given twice")
         out[key] = number
     return out
 
@@ -157,7 +160,7 @@ def resolve_params(
     missing = sorted(required - set(inputs))
     if allow_inputs and missing:
         raise BadInput(
-            f"{name} needs whole distributions; pass "
-            + " ".join(f"--set {m}=VALUE" for m in missing)
+            f"{name} needs whole distributions; give the inputs "
+            + ", ".join(f"{m}=VALUE" for m in missing)
         )
     return params, inputs
