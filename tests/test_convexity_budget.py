@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 import time
 
@@ -41,6 +42,26 @@ def test_run_in_process_returns_raises_and_kills():
     with pytest.raises(StageTimeout):
         run_in_process(0.5, time.sleep, 60)  # killed, not waited for
     assert time.monotonic() - start < 30.0
+    assert run_in_process(60.0, math.factorial, 6) == 720  # a fresh worker after a kill
+
+
+def test_run_in_process_keeps_its_worker_between_calls():
+    first = run_in_process(60.0, os.getpid)
+    assert first != os.getpid()
+    assert run_in_process(60.0, os.getpid) == first  # no new spawn per call
+    with pytest.raises(StageTimeout):
+        run_in_process(0.5, time.sleep, 60)
+    assert run_in_process(60.0, os.getpid) not in {first, os.getpid()}
+
+
+def test_run_in_process_from_a_second_thread_gets_its_own_process():
+    from theorycheck.convexity import _budget
+
+    kept = run_in_process(60.0, os.getpid)
+    with _budget._worker_lock:  # the kept worker is busy: the call spawns its own
+        other = run_in_process(60.0, os.getpid)
+    assert other not in {kept, os.getpid()}
+    assert run_in_process(60.0, os.getpid) == kept
 
 
 def test_sapo_negative_advantage_structure_times_out(capsys):

@@ -1,12 +1,14 @@
 """Wall-clock budget for the symbolic stages (SymPy can run without end on
 transcendental expressions, e.g. SAPO's e^{tau (r - 1)} margin).
 
-:func:`run_in_process` (the structure stage) runs the work in a spawned process and
-kills it when the budget is spent: a hard limit. :func:`run_within` (the formal stage)
-runs it in a daemon worker thread and interrupts it with an asynchronous exception,
-raised at its next Python bytecode; that is best effort, because a C call that holds
-the GIL (SymPy's heuristic gcd inside ``math.gcd``) delays both the interrupt and the
-caller's return.
+:func:`run_in_process` (the structure stage) runs the work in a spawned worker process
+and kills it when the budget is spent: a hard limit. The worker is kept between calls
+(spawning one and importing SymPy and JAX into it costs seconds per verdict); a worker
+that ran past its budget is killed and the next call spawns a fresh one.
+:func:`run_within` (the formal stage) runs it in a daemon worker thread and interrupts
+it with an asynchronous exception, raised at its next Python bytecode; that is best
+effort, because a C call that holds the GIL (SymPy's heuristic gcd inside
+``math.gcd``) delays both the interrupt and the caller's return.
 """
 
 from __future__ import annotations
@@ -95,19 +97,91 @@ def _child(conn, fn, args, kwargs):
         conn.close()
 
 
+def _serve(conn) -> None:
+    """The kept worker's loop: ``(fn, args, kwargs)`` in, ``(ok, value)`` out."""
+    while True:
+        try:
+            fn, args, kwargs = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            reply = (True, fn(*args, **kwargs))
+        except BaseException as err:  # re-raised in the parent
+            reply = (False, err)
+        try:
+            conn.send(reply)
+        except Exception as err:  # an unpicklable result or error
+            conn.send((False, RuntimeError(f"unpicklable result: {err!r}")))
+
+
+class _Worker:
+    """One spawned process that serves :func:`run_in_process` calls in turn."""
+
+    def __init__(self) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe(duplex=True)
+        self.proc = ctx.Process(target=_serve, args=(child,), daemon=True)
+        self.proc.start()
+        child.close()
+
+    def call(self, seconds: float, fn, args, kwargs):
+        self.conn.send((fn, args, kwargs))
+        if not self.conn.poll(seconds):
+            raise StageTimeout(f"ran past {seconds:.3g} s")
+        try:
+            return self.conn.recv()
+        except EOFError:
+            raise RuntimeError(
+                f"the symbolic worker died (exit code {self.proc.exitcode})"
+            ) from None
+
+    def close(self) -> None:
+        self.conn.close()
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join()
+
+
+_worker: _Worker | None = None
+_worker_lock = threading.Lock()
+
+
 def run_in_process(seconds: float, fn: Callable[..., Any], *args, **kwargs) -> Any:
-    """``fn(*args, **kwargs)`` in a fresh (spawned) process, killed after ``seconds``.
+    """``fn(*args, **kwargs)`` in a spawned worker process, killed after ``seconds``.
 
     A thread cannot be stopped while a C call holds the GIL (SymPy's heuristic gcd on
     huge integers runs minutes inside ``math.gcd``); a process can. ``fn`` must be a
-    module-level function and its arguments and result picklable.
+    module-level function and its arguments and result picklable. The worker is kept
+    for the next call unless it ran out of time or died; a call made while another
+    thread uses the kept worker gets a fresh process of its own.
 
     Raises:
         StageTimeout: the budget was spent (the process is killed).
         Exception: whatever ``fn`` raised.
     """
+    global _worker
     if seconds <= 0:
         raise StageTimeout("no time left")
+    if not _worker_lock.acquire(blocking=False):
+        return _run_fresh(seconds, fn, args, kwargs)
+    try:
+        if _worker is None or not _worker.proc.is_alive():
+            _worker = _Worker()
+        try:
+            ok, value = _worker.call(seconds, fn, args, kwargs)
+        except BaseException:
+            _worker.close()  # ran out of time, died, or the call was interrupted
+            _worker = None
+            raise
+    finally:
+        _worker_lock.release()
+    if not ok:
+        raise value
+    return value
+
+
+def _run_fresh(seconds: float, fn, args, kwargs) -> Any:
+    """:func:`run_in_process` in a process of its own, ended after the call."""
     ctx = multiprocessing.get_context("spawn")
     receiver, sender = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(sender, fn, args, kwargs), daemon=True)

@@ -101,12 +101,48 @@ def _zero(e: sp.Expr) -> bool:
     return sp.cancel(sp.together(e)) == 0
 
 
+def replace_shared(expr, query, value, memo: dict | None = None):
+    """``expr.replace(query, value)`` (bottom up) with one memo for every subtree.
+
+    The Hessian of a loss repeats the same subexpressions (a clipped log-ratio, the
+    log-softmax) in every entry and many times within one; SymPy's ``replace`` rewrites
+    each copy again. Here each distinct subtree is rewritten once, also across the
+    entries of a matrix. The rewrites used are exact identities, so the result equals
+    the input in value.
+
+    Examples:
+        >>> x = sp.Symbol("x")
+        >>> replace_shared(sp.exp(x) + sp.exp(x) ** 2, lambda e: e == sp.exp(x),
+        ...                lambda e: sp.Symbol("y"))
+        y**2 + y
+    """
+    memo = {} if memo is None else memo
+    if isinstance(expr, sp.MatrixBase):
+        return expr.applyfunc(lambda a: replace_shared(a, query, value, memo))
+
+    def walk(e):
+        hit = memo.get(e)
+        if hit is not None:
+            return hit
+        out = e
+        if e.args and not isinstance(e, sp.Symbol):
+            args = tuple(walk(a) for a in e.args)
+            if args != e.args:
+                out = e.func(*args)
+        if isinstance(out, sp.Basic) and query(out):
+            out = value(out)
+        memo[e] = out
+        return out
+
+    return walk(expr)
+
+
 def split_exp_log(expr: sp.Basic) -> sp.Basic:
     r"""Applies :math:`e^{a+b} = e^a e^b`, pulls common factors out of sums, and
     :math:`\log(e^{c} X) = c + \log X` for real ``c`` (exact identities).
 
     Args:
-        expr: a SymPy expression.
+        expr: a SymPy expression or matrix.
 
     Returns:
         The rewritten expression (equal in value).
@@ -116,11 +152,12 @@ def split_exp_log(expr: sp.Basic) -> sp.Basic:
         >>> split_exp_log(z - m - sp.log(sp.exp(z - m) + sp.exp(-m)))
         z - log(exp(z) + 1)
     """
-    expr = expr.replace(
+    expr = replace_shared(
+        expr,
         lambda e: isinstance(e, sp.exp) and isinstance(e.args[0], sp.Add),
         lambda e: sp.Mul(*[sp.exp(t) for t in e.args[0].args]),
     )
-    expr = expr.replace(lambda e: isinstance(e, sp.Add), sp.factor_terms)
+    expr = replace_shared(expr, lambda e: isinstance(e, sp.Add), sp.factor_terms)
 
     def split(e):
         factors = sp.Mul.make_args(e.args[0])
@@ -128,7 +165,8 @@ def split_exp_log(expr: sp.Basic) -> sp.Basic:
         rest = sp.Mul(*[f for f in factors if not isinstance(f, sp.exp)])
         return sp.Add(*[f.args[0] for f in exps]) + sp.log(rest)
 
-    return expr.replace(
+    return replace_shared(
+        expr,
         lambda e: (
             isinstance(e, sp.log)
             and isinstance(e.args[0], sp.Mul)
@@ -170,7 +208,7 @@ def to_probability(expr: sp.Basic, logits: Sequence[sp.Symbol]) -> ProbabilityFo
     total = sp.Add(*p)
     trial = expr.xreplace({zi: sp.log(pi) + c for zi, pi in zip(logits, p)})
     trial = split_exp_log(trial)
-    trial = trial.replace(lambda a: a == total, lambda a: sp.Integer(1))
+    trial = replace_shared(trial, lambda a: a == total, lambda a: sp.Integer(1))
     trial = split_exp_log(trial)
     invariant = all(c not in a.free_symbols for a in entries(trial))
     if invariant:
