@@ -223,17 +223,22 @@ def main(argv=None) -> None:
     for k, v in rows:
         print(f"| {k} | {v} |")
     if args.json_out:
-        doc.update(quantities=measured, ratios=_ratios(measured))
-        both = measured | doc["ratios"]
-        doc["targets"] = {}
-        for name, (op, bound) in TARGETS.items():
-            tgt = _results.target(op, bound)
-            doc["targets"][name] = {"target": tgt, "met": _results.met(both[name], tgt)}
+        ratios = _ratios(measured)
+        doc.update(quantities=measured, ratios=ratios)
+        doc["targets"] = _targets(measured | ratios)
         _results.write(args.json_out, _results.finish(doc))
 
 
-def _ratios(q: dict) -> dict:
-    return {name: q[num] / q[den] for name, (num, den) in RATIOS.items()}
+def _ratios(measured: dict) -> dict:
+    return {name: measured[n] / measured[d] for name, (n, d) in RATIOS.items()}
+
+
+def _targets(values: dict) -> dict:
+    out = {}
+    for name, (op, bound) in TARGETS.items():
+        tgt = _results.target(op, bound)
+        out[name] = {"target": tgt, "met": _results.met(values[name], tgt)}
+    return out
 
 
 if __name__ == "__main__":
