@@ -20,6 +20,7 @@ from pathlib import Path
 
 SCHEMA = 1
 ROOT = Path(__file__).resolve().parents[1]
+RESULTS_EXCLUDE = ":(exclude)benchmarks/results"
 OPS = {
     "<": lambda a, b: a < b,
     "<=": lambda a, b: a <= b,
@@ -47,7 +48,10 @@ def _load1() -> float | None:
 
 def start(benchmark: str, args) -> dict:
     """The provenance of a run that starts now (before anything is measured)."""
-    status = _git("status", "--porcelain", "--untracked-files=no")
+    # results files written earlier in the same `make bench` are not code changes
+    status = _git(
+        "status", "--porcelain", "--untracked-files=no", "--", ".", RESULTS_EXCLUDE
+    )
     return {
         "benchmark": benchmark,
         "schema": SCHEMA,
