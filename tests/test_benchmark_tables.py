@@ -212,3 +212,30 @@ def test_bench_models_tiny_run_writes_a_file_the_generator_renders(tmp_path):
     assert set(doc["targets"]) == set(bench_models.TARGETS)
     text = gen.render("bench_models", tmp_path)
     assert "forward 1 × 8 (s)" in text
+
+
+def test_scale_check_block_renders_its_record(tmp_path):
+    args = type("Args", (), {})()
+    vars(args).update(rows=2048, vocab=[151936], repeats=3, block=4, topk=20)
+    vars(args).update(scale=True, json_out="x.json")
+    doc = results.start("bench_numeric_scale", args)
+    doc["provenance"].update(
+        jax="0", numpy="0", platform="cpu", load_1min_end=1.0, load_1min_start=0.5
+    )
+    doc["scale_check"] = dict(
+        rows=8192,
+        vocab=151936,
+        inputs_gb=9.96,
+        generate_s=144.6,
+        token_stats_first_call_s=82.3,
+        nan_free=True,
+        peak_rss_gb=10.2,
+    )
+    results.write(tmp_path / "bench_numeric_scale.json", doc)
+    text = gen.render("bench_numeric_scale", tmp_path)
+    assert "by `python benchmarks/bench_numeric.py --rows 2048" in text
+    assert text.split("`: ")[0].endswith("--topk 20 --scale")
+    assert "| scale check | [8192, 151936] float32 |" in text
+    assert "| inputs (logits + behavior log-probs, GB) | 10.0 |" in text
+    assert "| outputs NaN-free | True |" in text
+    assert "load average 0.5 at start, 1.0 at end" in text
