@@ -15,8 +15,9 @@ import datetime
 import json
 import os
 import platform
-import subprocess
 from pathlib import Path
+
+from theorycheck._git import git
 
 SCHEMA = 1
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,16 +30,6 @@ OPS = {
 }
 
 
-def _git(*args: str) -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() if out.returncode == 0 else None
-
-
 def _load1() -> float | None:
     try:
         return os.getloadavg()[0]
@@ -49,14 +40,14 @@ def _load1() -> float | None:
 def start(benchmark: str, args) -> dict:
     """The provenance of a run that starts now (before anything is measured)."""
     # results files written earlier in the same `make bench` are not code changes
-    status = _git(
+    status = git(
         "status", "--porcelain", "--untracked-files=no", "--", ".", RESULTS_EXCLUDE
     )
     return {
         "benchmark": benchmark,
         "schema": SCHEMA,
         "provenance": {
-            "commit": _git("rev-parse", "HEAD"),
+            "commit": git("rev-parse", "HEAD"),
             "dirty": None if status is None else bool(status),
             "date_utc": datetime.datetime.now(datetime.UTC).strftime(
                 "%Y-%m-%dT%H:%M:%SZ"

@@ -17,7 +17,6 @@ import dataclasses
 import json
 import os
 import platform
-import subprocess
 from importlib import metadata
 
 import numpy as np
@@ -89,21 +88,13 @@ def versions() -> dict[str, str]:
 
 def commit() -> str | None:
     """The repository's HEAD commit (suffixed ``+dirty`` with local changes)."""
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=_ROOT, capture_output=True, text=True
-        )
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=_ROOT,
-            capture_output=True,
-            text=True,
-        )
-    except OSError:
+    from theorycheck._git import git
+
+    head = git("rev-parse", "HEAD")
+    if head is None:
         return None
-    if head.returncode:
-        return None
-    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return head + ("+dirty" if dirty else "")
 
 
 def provenance(config, *, seeds) -> dict:

@@ -12,7 +12,6 @@ import datetime
 import importlib.metadata
 import json
 import platform
-import subprocess
 import sys
 import time
 import traceback
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from theorycheck import _progress
+from theorycheck._git import git
 
 #: Distributions whose versions every report records.
 PACKAGES = (
@@ -59,17 +59,6 @@ class Section:
     run: Callable[[Path, bool], SectionResult]
 
 
-def _git(*args: str) -> str | None:
-    root = Path(__file__).resolve().parents[2]
-    try:
-        out = subprocess.run(
-            ["git", *args], cwd=root, capture_output=True, text=True, timeout=10
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() if out.returncode == 0 else None
-
-
 def provenance(quick: bool) -> dict[str, Any]:
     """Commit, package versions, interpreter, machine: where the numbers came from."""
     versions = {}
@@ -78,9 +67,9 @@ def provenance(quick: bool) -> dict[str, Any]:
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             versions[name] = None
-    status = _git("status", "--porcelain")
+    status = git("status", "--porcelain")
     return {
-        "commit": _git("rev-parse", "HEAD"),
+        "commit": git("rev-parse", "HEAD"),
         "dirty": bool(status) if status is not None else None,
         "versions": versions,
         "python": sys.version.split()[0],
