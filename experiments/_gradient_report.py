@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from experiments import _common
+from experiments import _common, _reachable_report
 from theorycheck.probes import mean_se
 
 
@@ -28,8 +28,11 @@ def _series(runs: list[dict], key: str) -> list:
 
 
 def summarize(units: dict, losses: list[str], fixed: list[str]) -> dict:
-    """Mean ± standard error over seeds, per loss (bounds) and per fixed-target loss."""
-    out: dict = {"bounds": {}, "fixed": {}}
+    """Mean ± standard error over seeds, per loss (bounds) and per fixed-target loss.
+
+    ``reach`` (the reachable-target scan) is None when the run has no such units.
+    """
+    out: dict = {"bounds": {}, "fixed": {}, "reach": _reachable_report.summarize(units)}
     for loss in losses:
         runs = _units(units, "bounds", loss)
         if not runs:
@@ -196,12 +199,14 @@ def markdown(data: dict, timings: dict) -> str:
         "linear rate is guaranteed). 'needed ineq.' = ⟨∇_θL, θ−θ*⟩ ≥ L(θ) − L(θ*); "
         "'in ε-slack' = ⟨∇_θL, θ−θ*⟩ ∈ [−ε, 0) with ε = L(θ*) (L* = 0).",
         "",
+        *_reachable_report.markdown_rows(s.get("reach"), cfg),
         f"Wall time of the finished units: {sum(timings.values()):.0f} s.",
         "",
         "![bounds](bounds.png)",
         "",
         "![fixed target](fixed_target.png)",
         "",
+        *(["![reachable target](reach.png)", ""] if s.get("reach") else []),
     ]
     return "\n".join(rows)
 
@@ -248,5 +253,8 @@ def figures(data: dict, out_dir: str) -> None:
 def write(out_dir: str, data: dict, timings: dict) -> None:
     """Writes report.md and the figures."""
     figures(data, out_dir)
+    _reachable_report.figure(
+        data["summary"].get("reach"), os.path.join(out_dir, "reach.png")
+    )
     with open(os.path.join(out_dir, "report.md"), "w") as fh:
         fh.write(markdown(data, timings))
