@@ -7,7 +7,14 @@ import pytest
 
 from experiments import _reachable
 from theorycheck._errors import BadInput
-from theorycheck.probes import Targets, directionality_fn, objective_fn, tree_axpy
+from theorycheck.probes import (
+    Targets,
+    TokenInputs,
+    directionality_fn,
+    linearization_curve,
+    objective_fn,
+    tree_axpy,
+)
 
 B, N, D, V = 2, 3, 4, 5
 BETA = 2.0  # lco_mse's default β
@@ -93,6 +100,22 @@ def test_nonlinear_model_ratio_error_is_the_linearization_error():
     assert devs[0] < 1e-3 and resids[0] < 1e-3  # the linear regime
     assert devs[-1] > 0.05  # far from it the ratio leaves 1 (the check can fail)
     assert resids == sorted(resids)
+
+
+def test_residual_agrees_with_the_per_token_linearization_curve():
+    out, (x, theta0, star, tgs) = _at(tanh_fn, 0.5)
+    curve = linearization_curve(
+        tanh_fn,
+        theta0,
+        tree_axpy(-1.0, theta0, star),
+        x,
+        TokenInputs(mask=jnp.ones(B * N), sampled=jnp.zeros(B * N, int)),
+        alphas=[1.0],
+    )
+    rho_t, dz_t = curve.residual[0], curve.dz_norm[0]  # per token, equal weights
+    pooled = np.sqrt(np.sum((rho_t * dz_t) ** 2) / np.sum(dz_t**2))
+    assert out["residual"] == pytest.approx(pooled, rel=1e-10)
+    assert out["residual"] > 0.1
 
 
 @pytest.mark.parametrize(
