@@ -38,8 +38,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
 
+# Each benchmark writes benchmarks/results/<name>.json; `make docs` renders them.
 bench: $(STAMP)
-	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	@for b in benchmarks/bench_*.py; do echo "== $$b"; \
+		$(BIN)/python $$b --json-out benchmarks/results/$$(basename $$b .py).json \
+		|| exit 1; done
 
 # Rewrite the generated tables of docs/ (each scripts/gen_*.py owns marked blocks).
 docs: $(STAMP)

@@ -10,7 +10,10 @@ Measures, in one run (ratios against baselines of the same run, never absolute c
   [-30, 30]) for the importance-sampling surrogate -adv * pi_k / mu_k (isolated
   negative eigenvalue), and cross-entropy (PSD, clustered spectrum near 0: hard case).
 
-Usage: ``python benchmarks/bench_hessian.py [--vocab V] [--repeats N] [--json]``.
+Usage: ``python benchmarks/bench_hessian.py [--vocab V] [--repeats N] [--json]
+[--json-out PATH]``. ``--json`` prints the results document (measurements, the target
+on the cold first call, provenance) to stdout instead of the table; ``--json-out PATH``
+also writes it to PATH (``make bench``: ``benchmarks/results/bench_hessian.json``).
 """
 
 from __future__ import annotations
@@ -20,12 +23,16 @@ import json
 import statistics
 import time
 
+import _results
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from theorycheck.numeric._curvature_sampled import sampled_token_min_eigenvalue
 from theorycheck.numeric._hessian import hvp_fn, min_eigenvalue
+
+# a first min_eigenvalue call at V = 151936, compile included, in under 5 s
+COLD_TARGET_S, COLD_TARGET_VOCAB = 5.0, 151936
 
 
 def is_surrogate(z, sampled, adv, behavior_logp):
@@ -110,7 +117,13 @@ def main(argv=None) -> int:
     parser.add_argument("--vocab", type=int, default=151936)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--json-out",
+        metavar="PATH",
+        help="also write the measurements and their provenance as JSON to PATH",
+    )
     args = parser.parse_args(argv)
+    doc = _results.start("bench_hessian", args)
     jax.config.update("jax_enable_x64", True)
     size, k = args.vocab, 7
     rng = np.random.default_rng(0)
@@ -131,10 +144,17 @@ def main(argv=None) -> int:
         for loss_name in ("is_surrogate", "cross_entropy")
     ]
     cold_row = {"value": cold.value, "iters": cold.num_iters, "seconds": t_cold}
+    cold_row["target"] = _results.target("<", COLD_TARGET_S)
+    cold_row["target_vocab"] = COLD_TARGET_VOCAB
+    cold_row["met"] = (
+        _results.met(t_cold, cold_row["target"]) if size == COLD_TARGET_VOCAB else None
+    )
+    doc.update(vocab=size, k=k, cold_min_eigenvalue=cold_row, rows=rows)
+    _results.finish(doc)
+    if args.json_out:
+        _results.write(args.json_out, doc)
     if args.json:
-        print(
-            json.dumps({"vocab": size, "cold_min_eigenvalue": cold_row, "rows": rows})
-        )
+        print(json.dumps(doc))
         return 0
     print(f"V = {size}, jax {jax.__version__}, {jax.devices()[0].platform}")
     print(

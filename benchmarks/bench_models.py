@@ -7,6 +7,9 @@ JVP-to-forward and VJP-to-forward cost ratios. Timings are medians of ``--repeat
 runs; on a shared machine read the ratios, not the absolute numbers.
 
 Usage: python benchmarks/bench_models.py [--batch 8] [--seq 256] [--repeats 5]
+[--json-out PATH]. With ``--json-out`` it also writes every measurement, the same-run
+ratios, the targets and the run's provenance as JSON (``make bench`` writes
+``benchmarks/results/bench_models.json``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,24 @@ import os
 import resource
 import statistics
 import time
+
+import _results
+
+# (quantity or ratio, operator, bound): the float32 model in under 2 GB, the lax.scan
+# forward compiled in under 10 s, a JVP in all parameters at most 3x a forward pass
+TARGETS = {
+    "rss_after_load_gb": ("<", 2.0),
+    "compile_scan_s": ("<", 10.0),
+    "jvp_all_over_forward": ("<=", 3.0),
+}
+# name: (numerator, denominator), both quantities of the same run
+RATIOS = {
+    "compile_unrolled_over_scan": ("compile_unrolled_s", "compile_scan_s"),
+    "forward_gflops_over_matmul": ("forward_gflops", "matmul_gflops"),
+    "jvp_all_over_forward": ("jvp_all_s", "forward_s"),
+    "jvp_top_over_forward": ("jvp_top_s", "forward_s"),
+    "vjp_over_forward": ("grad_s", "small_forward_s"),
+}
 
 
 def _rss_gb() -> float:
@@ -58,7 +79,13 @@ def main(argv=None) -> None:
         help="batch for the VJP (its saved activations grow with it)",
     )
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--json-out",
+        metavar="PATH",
+        help="also write the measurements and their provenance as JSON to PATH",
+    )
     args = parser.parse_args(argv)
+    doc = _results.start("bench_models", args)
 
     t = time.perf_counter()
     import jax
@@ -83,6 +110,8 @@ def main(argv=None) -> None:
     cfg, params, _ = load_model("smollm2")
     load_s = time.perf_counter() - t
     rss_load = _rss_gb()
+    measured = {"load_s": load_s, "parameters": count_params(params)}
+    measured["rss_after_load_gb"] = rss_load
     rows = [
         ("load + sha256 + dequantise (s)", f"{load_s:.1f}"),
         ("parameters", f"{count_params(params):,}"),
@@ -103,10 +132,14 @@ def main(argv=None) -> None:
 
     scan_fwd = jax.jit(lambda p, x: forward(p, cfg, x))
     unrolled_fwd = jax.jit(unrolled)
-    for name, fn in (("lax.scan", scan_fwd), ("unrolled loop", unrolled_fwd)):
+    for name, key, fn in (
+        ("lax.scan", "scan", scan_fwd),
+        ("unrolled loop", "unrolled", unrolled_fwd),
+    ):
         t = time.perf_counter()
         fn.lower(params, ids).compile()
-        rows.append((f"compile forward, {name} (s)", f"{time.perf_counter() - t:.1f}"))
+        took = measured[f"compile_{key}_s"] = time.perf_counter() - t
+        rows.append((f"compile forward, {name} (s)", f"{took:.1f}"))
     np.testing.assert_allclose(
         np.asarray(scan_fwd(params, ids)[0, :4]),
         np.asarray(unrolled_fwd(params, ids)[0, :4]),
@@ -115,6 +148,7 @@ def main(argv=None) -> None:
 
     _, fwd_s = _timed(lambda: scan_fwd(params, ids), args.repeats)
     tokens = args.batch * args.seq
+    measured.update(forward_s=fwd_s, forward_tokens_per_s=tokens / fwd_s)
     rows.append((f"forward {args.batch} x {args.seq} (s)", f"{fwd_s:.3f}"))
     rows.append(("forward tokens/s", f"{tokens / fwd_s:,.0f}"))
     # baseline in the same run: one large float32 matmul, to read the forward pass as
@@ -127,6 +161,7 @@ def main(argv=None) -> None:
     _, mm_s = _timed(lambda: matmul(a, w), args.repeats)
     mm_gflops = 2 * a.shape[0] * a.shape[1] * w.shape[1] / mm_s / 1e9
     fwd_gflops = _forward_flops(cfg, args.batch, args.seq) / fwd_s / 1e9
+    measured.update(matmul_s=mm_s, matmul_gflops=mm_gflops, forward_gflops=fwd_gflops)
     rows.append(("baseline: plain matmul GFLOP/s", f"{mm_gflops:.1f}"))
     rows.append(
         (
@@ -140,6 +175,7 @@ def main(argv=None) -> None:
     )
     jvp = jax.jit(lambda p, t, x: jax.jvp(lambda q: forward(q, cfg, x), (p,), (t,)))
     _, jvp_s = _timed(lambda t=tangent: jvp(params, t, ids), args.repeats)
+    measured["jvp_all_s"] = jvp_s
     rows.append(("JVP (all parameters) / forward", f"{jvp_s / fwd_s:.2f}x"))
 
     trainable, frozen = split_params(params, cfg, 2)
@@ -154,6 +190,7 @@ def main(argv=None) -> None:
         )
     )
     _, top_s = _timed(lambda: jvp_top(trainable, frozen, t_top, hidden), args.repeats)
+    measured["jvp_top_s"] = top_s
     rows.append(
         ("JVP (last 2 blocks, trunk computed once) / forward", f"{top_s / fwd_s:.2f}x")
     )
@@ -167,6 +204,7 @@ def main(argv=None) -> None:
     grad = jax.jit(jax.grad(loss))
     _, small_fwd_s = _timed(lambda: scan_fwd(params, small), args.repeats)
     _, grad_s = _timed(lambda: grad(params, small), max(2, args.repeats // 2))
+    measured.update(small_forward_s=small_fwd_s, grad_s=grad_s)
     rows.append(
         (
             f"VJP (grad of mean NLL) / forward, {args.grad_batch} x {args.seq}",
@@ -174,6 +212,7 @@ def main(argv=None) -> None:
         )
     )
     rows.append(("peak RSS over the whole run (GB)", f"{_rss_gb():.2f}"))
+    measured["peak_rss_gb"] = _rss_gb()
 
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(
@@ -183,6 +222,23 @@ def main(argv=None) -> None:
     print("| measure | value |\n|---|---|")
     for k, v in rows:
         print(f"| {k} | {v} |")
+    if args.json_out:
+        ratios = _ratios(measured)
+        doc.update(quantities=measured, ratios=ratios)
+        doc["targets"] = _targets(measured | ratios)
+        _results.write(args.json_out, _results.finish(doc))
+
+
+def _ratios(measured: dict) -> dict:
+    return {name: measured[n] / measured[d] for name, (n, d) in RATIOS.items()}
+
+
+def _targets(values: dict) -> dict:
+    out = {}
+    for name, (op, bound) in TARGETS.items():
+        tgt = _results.target(op, bound)
+        out[name] = {"target": tgt, "met": _results.met(values[name], tgt)}
+    return out
 
 
 if __name__ == "__main__":

@@ -22,6 +22,10 @@ Usage::
     python benchmarks/bench_numeric.py --scale         # once: [8192, 151936], peak RSS
 
 Prints a markdown table; each time is the median over ``--repeats`` runs after warm-up.
+With ``--json-out PATH`` it also writes the measurements, the same-run ratios with their
+targets, and the run's provenance as JSON (``make bench`` writes
+``benchmarks/results/bench_numeric.json``; ``--scale --json-out
+benchmarks/results/bench_numeric_scale.json`` records the scale check).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import statistics
 import sys
 import time
 
+import _results
 import jax
 import jax.numpy as jnp
 import jax.random as jr
@@ -221,7 +226,7 @@ def bench_shape(rows: int, vocab: int, repeats: int, block: int, topk: int) -> d
     cfg = MaskConfig(
         topk=topk, delta_kl=DELTA_KL, delta_tv=DELTA_TV, eps_low=EPS, eps_high=EPS
     )
-    res = {"shape": f"[{rows}, {vocab}]"}
+    res = {"shape": f"[{rows}, {vocab}]", "rows": rows, "vocab": vocab}
     res["jax full"], jfull = timed(
         lambda: token_stats(
             b, z, k, adv, config=cfg, block_rows=block, check=False, parts=("full",)
@@ -245,6 +250,7 @@ def bench_shape(rows: int, vocab: int, repeats: int, block: int, topk: int) -> d
         lambda: numpy_stats(zn[:sub], bn[:sub], kn[:sub], an[:sub]), max(1, repeats - 1)
     )
     res["numpy naive"] = t_naive * rows / sub
+    res["numpy naive rows timed"] = sub
     err = 0.0
     for name in ("kl", "tv", "binary_kl", "ddot_kl_full", "ddot_tv_full"):
         err = max(
@@ -276,7 +282,7 @@ def bench_shape(rows: int, vocab: int, repeats: int, block: int, topk: int) -> d
     return res
 
 
-def scale_check(rows: int, vocab: int, block: int) -> None:
+def scale_check(rows: int, vocab: int, block: int) -> dict:
     t = time.perf_counter()
     z, b, k, adv = make_inputs(rows, vocab)
     jax.block_until_ready((z, b))
@@ -285,12 +291,95 @@ def scale_check(rows: int, vocab: int, block: int) -> None:
     out = jax.block_until_ready(token_stats(b, z, k, adv, block_rows=block))
     took = time.perf_counter() - t
     finite = all(bool(jnp.all(jnp.isfinite(x) | jnp.isinf(x))) for x in out.values())
+    res = {
+        "rows": rows,
+        "vocab": vocab,
+        "inputs_gb": 2 * z.nbytes / 1e9,
+        "generate_s": gen,
+        "token_stats_first_call_s": took,
+        "nan_free": finite,
+        "peak_rss_gb": peak_rss_gb(),
+    }
     print(
-        f"scale check [{rows}, {vocab}] float32: inputs {2 * z.nbytes / 1e9:.1f} GB, "
+        f"scale check [{rows}, {vocab}] float32: inputs {res['inputs_gb']:.1f} GB, "
         f"generated in {gen:.1f} s; token_stats (checks + all parts, first call "
         f"incl. compile) {took:.1f} s; outputs NaN-free: {finite}; "
-        f"peak RSS {peak_rss_gb():.1f} GB"
+        f"peak RSS {res['peak_rss_gb']:.1f} GB"
     )
+    return res
+
+
+LOG_SOFTMAX = ("log-softmax (whole)", "log-softmax (blocked)")
+NOT_SECONDS = ("max rel err numpy vs jax", "mask disagreements", "peak RSS GB")
+NOT_SECONDS += ("numpy naive rows timed",)
+# (name, numerator, denominators (the fastest is used), target, vocab it applies to)
+RATIOS = [
+    ("numpy chunked / jax full", "numpy chunked", ("jax full",), (">=", 1.5), None),
+    ("numpy naive / jax full", "numpy naive", ("jax full",), None, None),
+    ("jax full / best log-softmax", "jax full", LOG_SOFTMAX, ("<=", 1.5), None),
+    ("jax all / best log-softmax", "jax all", LOG_SOFTMAX, None, None),
+    (
+        "full-vocab KL D+Ddot / top-K aggregated",
+        "full-vocab KL D+Ddot",
+        ("top-K aggregated",),
+        (">=", 100.0),
+        151936,
+    ),
+    (
+        "full-vocab KL D+Ddot / top-K uniform",
+        "full-vocab KL D+Ddot",
+        ("top-K uniform",),
+        (">=", 100.0),
+        151936,
+    ),
+]
+
+
+def ratios(results: list[dict]) -> list[dict]:
+    """Every same-run ratio per shape, with its target and whether it is met."""
+    out = []
+    for name, num, dens, tgt, vocab in RATIOS:
+        values = [r[num] / min(r[d] for d in dens) for r in results]
+        target = None if tgt is None else _results.target(*tgt)
+        out.append(
+            {
+                "name": name,
+                "numerator": num,
+                "denominators": list(dens),
+                "values": values,
+                "target": target,
+                "target_vocab": vocab,
+                "met": [
+                    _results.met(v, target)
+                    if vocab is None or r["vocab"] == vocab
+                    else None
+                    for v, r in zip(values, results)
+                ],
+            }
+        )
+    return out
+
+
+def print_tables(results: list[dict], table: list[dict]) -> None:
+    cols = [c for c in results[0] if c not in ("shape", "rows", "vocab")]
+    print("| quantity | " + " | ".join(r["shape"] for r in results) + " |")
+    print("|---|" + "---|" * len(results))
+    for c in cols:
+        cells = [
+            f"{r[c]:.3g}" if isinstance(r[c], float) else str(r[c]) for r in results
+        ]
+        unit = " (s)" if c not in NOT_SECONDS else ""
+        print(f"| {c}{unit} | " + " | ".join(cells) + " |")
+    print()
+    print("| ratio | " + " | ".join(r["shape"] for r in results) + " |")
+    print("|---|" + "---|" * len(results))
+    for row in table:
+        name = row["name"]
+        tgt, vocab = row["target"], row["target_vocab"]
+        if tgt is not None:
+            where = "" if vocab is None else f" at V = {vocab}"
+            name += f" (target {tgt['op']} {tgt['bound']:g}{where})"
+        print(f"| {name} | " + " | ".join(f"{v:.3g}" for v in row["values"]) + " |")
 
 
 def main(argv=None) -> int:
@@ -303,61 +392,30 @@ def main(argv=None) -> int:
     p.add_argument(
         "--scale", action="store_true", help="run only the [8192, 151936] scale check"
     )
+    p.add_argument(
+        "--json-out",
+        metavar="PATH",
+        help="also write the measurements and their provenance as JSON to PATH",
+    )
     args = p.parse_args(argv)
+    doc = _results.start("bench_numeric_scale" if args.scale else "bench_numeric", args)
     print(f"jax {jax.__version__}, devices {jax.devices()}, numpy {np.__version__}")
     if args.scale:
-        scale_check(8192, 151936, args.block)
-        return 0
-    results = [
-        bench_shape(args.rows, v, args.repeats, args.block, args.topk)
-        for v in args.vocab
-    ]
-    cols = [c for c in results[0] if c != "shape"]
-    print("| quantity | " + " | ".join(r["shape"] for r in results) + " |")
-    print("|---|" + "---|" * len(results))
-    for c in cols:
-        cells = [
-            f"{r[c]:.3g}" if isinstance(r[c], float) else str(r[c]) for r in results
+        doc["scale_check"] = scale_check(8192, 151936, args.block)
+    else:
+        results = [
+            bench_shape(args.rows, v, args.repeats, args.block, args.topk)
+            for v in args.vocab
         ]
-        unit = (
-            " (s)"
-            if c
-            not in ("max rel err numpy vs jax", "mask disagreements", "peak RSS GB")
-            else ""
-        )
-        print(f"| {c}{unit} | " + " | ".join(cells) + " |")
-    print()
-    print("| ratio | " + " | ".join(r["shape"] for r in results) + " |")
-    print("|---|" + "---|" * len(results))
-    for name, fn in [
-        (
-            "numpy chunked / jax full (target >= 1.5)",
-            lambda r: r["numpy chunked"] / r["jax full"],
-        ),
-        ("numpy naive / jax full", lambda r: r["numpy naive"] / r["jax full"]),
-        (
-            "jax full / best log-softmax (target <= 1.5)",
-            lambda r: (
-                r["jax full"]
-                / min(r["log-softmax (whole)"], r["log-softmax (blocked)"])
-            ),
-        ),
-        (
-            "jax all / best log-softmax",
-            lambda r: (
-                r["jax all"] / min(r["log-softmax (whole)"], r["log-softmax (blocked)"])
-            ),
-        ),
-        (
-            "full-vocab KL D+Ddot / top-K aggregated (target >= 100)",
-            lambda r: r["full-vocab KL D+Ddot"] / r["top-K aggregated"],
-        ),
-        (
-            "full-vocab KL D+Ddot / top-K uniform",
-            lambda r: r["full-vocab KL D+Ddot"] / r["top-K uniform"],
-        ),
-    ]:
-        print(f"| {name} | " + " | ".join(f"{fn(r):.3g}" for r in results) + " |")
+        table = ratios(results)
+        print_tables(results, table)
+        units = {c: "" if c in NOT_SECONDS else "s" for c in results[0]}
+        for c in ("shape", "rows", "vocab"):
+            del units[c]
+        units["peak RSS GB"] = "GB"
+        doc.update(shapes=results, units=units, ratios=table)
+    if args.json_out:
+        _results.write(args.json_out, _results.finish(doc))
     return 0
 
 

@@ -1,0 +1,313 @@
+"""Writes the benchmark tables of docs/benchmarks.md from ``benchmarks/results/*.json``.
+
+Each benchmark run with ``--json-out benchmarks/results/<name>.json`` (``make bench``
+does) leaves its measurements and their provenance there; this script renders one block
+per results file: the provenance line (date, commit, cores, load average, versions, the
+command), the quantity tables, and the ratio tables with their targets, each ✓ or ✗
+recomputed here from the numbers. Before rendering it recomputes every same-run ratio
+from its quantities and every target verdict from its value, and refuses a file whose
+stored ratios or verdicts disagree. A benchmark without a results file renders a
+one-line "not measured yet" block. No benchmark is run here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import docgen  # noqa: E402
+
+PAGE = "docs/benchmarks.md"
+RESULTS = docgen.ROOT / "benchmarks" / "results"
+SCHEMA = 1
+OPS = {"<": float.__lt__, "<=": float.__le__, ">=": float.__ge__, ">": float.__gt__}
+SYMBOL = {"<": "<", "<=": "≤", ">=": "≥", ">": ">"}
+
+
+class Inconsistent(ValueError):
+    """A results file whose stored ratios or verdicts disagree with its numbers."""
+
+
+def _num(v, fmt: str = ".3g") -> str:
+    return str(v) if isinstance(v, bool | int) else format(v, fmt)
+
+
+def _met(value: float, target: dict) -> bool:
+    return OPS[target["op"]](float(value), float(target["bound"]))
+
+
+def _target(target: dict | None, vocab: int | None = None) -> str:
+    if target is None:
+        return ""
+    where = "" if vocab is None else f" at V = {vocab}"
+    return f"{SYMBOL[target['op']]} {target['bound']:g}{where}"
+
+
+def _mark(met: bool | None) -> str:
+    return "" if met is None else (" ✓" if met else " ✗")
+
+
+def _check_ratio(where: str, stored: float, recomputed: float) -> None:
+    if not math.isclose(stored, recomputed, rel_tol=1e-9, abs_tol=0.0):
+        raise Inconsistent(f"{where}: stored {stored!r}, recomputed {recomputed!r}")
+
+
+def _check_met(where: str, stored, value: float, target: dict | None, applies=True):
+    expected = _met(value, target) if target is not None and applies else None
+    if stored != expected:
+        raise Inconsistent(f"{where}: stored met={stored!r}, recomputed {expected!r}")
+    return expected
+
+
+def command(doc: dict) -> str:
+    """The command line that reproduces the run, from its recorded arguments."""
+    parts = [f"python benchmarks/{doc['benchmark'].removesuffix('_scale')}.py"]
+    for key, value in doc["provenance"]["args"].items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            parts.append(flag)
+        elif value is not False and value is not None:
+            values = value if isinstance(value, list) else [value]
+            parts.append(" ".join([flag, *map(str, values)]))
+    return " ".join(parts)
+
+
+def provenance(doc: dict) -> str:
+    p = doc["provenance"]
+    commit = "unknown commit" if p["commit"] is None else f"commit `{p['commit'][:10]}`"
+    if p.get("dirty"):
+        commit += " with uncommitted changes"
+    load = [p[k] for k in ("load_1min_start", "load_1min_end")]
+    load_text = (
+        "load average unknown"
+        if None in load
+        else f"1-minute load average {load[0]:.1f} at start, {load[1]:.1f} at end"
+    )
+    return (
+        f"Measured {p['date_utc']} at {commit} by `{command(doc)}`: "
+        f"{p['cpu_count']} cores ({p['platform']}), {load_text}; "
+        f"Python {p['python']}, jax {p['jax']}, numpy {p['numpy']}."
+    )
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return "\n".join([*lines, *("| " + " | ".join(r) + " |" for r in rows)])
+
+
+NUMERIC_LABELS = {
+    "log-softmax (whole)": "log-softmax, whole-array jit",
+    "log-softmax (blocked)": "log-softmax, `lax.map` {block}-row blocks",
+    "numpy chunked": "numpy chunked, 16 rows, in place",
+    "numpy naive": "numpy naive, scaled linearly from the rows timed",
+    "numpy naive rows timed": "numpy naive: rows timed",
+    "max rel err numpy vs jax": "max rel. error numpy vs jax (float32)",
+    "mask disagreements": "mask disagreements numpy vs jax",
+    "full-vocab KL D+Ddot": "full-vocab KL D + Ḋ",
+    "top-K aggregated": "top-K aggregated, K = {topk}",
+    "top-K uniform": "top-K uniform, K = {topk}",
+    "peak RSS GB": "peak RSS of the process",
+}
+
+
+def render_numeric(doc: dict) -> str:
+    shapes, units, args = doc["shapes"], doc["units"], doc["provenance"]["args"]
+    head = [s["shape"] for s in shapes]
+    rows = []
+    for name, unit in units.items():
+        label = NUMERIC_LABELS.get(name, name).format(**args)
+        fmt = ".1e" if name == "max rel err numpy vs jax" else ".3g"
+        label += f" ({unit})" if unit else ""
+        rows.append([label, *(_num(s[name], fmt) for s in shapes)])
+    ratio_rows = []
+    for r in doc["ratios"]:
+        cells = []
+        for i, s in enumerate(shapes):
+            where = f"{doc['benchmark']}: {r['name']} at {s['shape']}"
+            value = s[r["numerator"]] / min(s[d] for d in r["denominators"])
+            _check_ratio(where, r["values"][i], value)
+            applies = r["target_vocab"] in (None, s["vocab"])
+            met = _check_met(where, r["met"][i], value, r["target"], applies)
+            cells.append(_num(value) + _mark(met))
+        ratio_rows.append([r["name"], *cells, _target(r["target"], r["target_vocab"])])
+    return "\n\n".join(
+        [
+            provenance(doc),
+            _table(["quantity", *head], rows),
+            _table(["ratio (same run)", *head, "target"], ratio_rows),
+        ]
+    )
+
+
+def render_numeric_scale(doc: dict) -> str:
+    s = doc["scale_check"]
+    rows = [
+        ["inputs (logits + behavior log-probs, GB)", f"{s['inputs_gb']:.1f}"],
+        ["generating the inputs (s)", f"{s['generate_s']:.1f}"],
+        [
+            "`token_stats`, checks + all parts, first call incl. compile (s)",
+            f"{s['token_stats_first_call_s']:.1f}",
+        ],
+        ["outputs NaN-free", str(s["nan_free"])],
+        ["peak RSS of the process (GB)", f"{s['peak_rss_gb']:.1f}"],
+    ]
+    head = ["scale check", f"[{s['rows']}, {s['vocab']}] float32"]
+    return provenance(doc) + "\n\n" + _table(head, rows)
+
+
+def render_hessian(doc: dict) -> str:
+    c = doc["cold_min_eigenvalue"]
+    applies = c["target_vocab"] == doc["vocab"]
+    where = "bench_hessian: cold"
+    met = _check_met(where, c["met"], c["seconds"], c["target"], applies)
+    cold = _table(
+        ["cold `min_eigenvalue` (first call, compile included)", "value", "target"],
+        [
+            [
+                "seconds",
+                f"{c['seconds']:.2f}{_mark(met)}",
+                _target(c["target"], c["target_vocab"]),
+            ],
+            ["Lanczos iterations", str(c["iters"]), ""],
+            ["λ_min", f"{c['value']:.6e}", ""],
+        ],
+    )
+    head = "point | loss | π_k | HVP ms | HVP/grad | Lanczos iters | Lanczos λ_min"
+    head += " | closed form | abs diff | residual | first call s | warm s"
+    head += " | closed form s | Lanczos/closed"
+    rows = []
+    for r in doc["rows"]:
+        where = f"bench_hessian: {r['point']} {r['loss']}"
+        diff = abs(r["lanczos_value"] - r["closed_form_value"])
+        _check_ratio(where + " abs diff", r["abs_diff"], diff)
+        over = r["min_eig_warm_s"] / r["closed_form_s"]
+        _check_ratio(where + " Lanczos/closed", r["lanczos_over_closed"], over)
+        rows.append(
+            [
+                r["point"],
+                r["loss"].replace("_", " ").replace("is ", "IS "),
+                f"{r['pi_k']:.2e}",
+                f"{1e3 * r['hvp_s']:.2f}",
+                f"{r['hvp_over_grad']:.2f}",
+                str(r["lanczos_iters"]),
+                f"{r['lanczos_value']:.6e}",
+                f"{r['closed_form_value']:.6e}",
+                f"{diff:.1e}",
+                f"{r['lanczos_residual']:.1e}",
+                f"{r['min_eig_first_call_s']:.2f}",
+                f"{r['min_eig_warm_s']:.2f}",
+                f"{r['closed_form_s']:.3f}",
+                f"{over:.0f}",
+            ]
+        )
+    point = f"V = {doc['vocab']}, k = {doc['k']}."
+    return "\n\n".join(
+        [provenance(doc) + " " + point, cold, _table(head.split(" | "), rows)]
+    )
+
+
+MODEL_LABELS = {
+    "load_s": "load + sha256 + dequantise (s)",
+    "parameters": "parameters",
+    "rss_after_load_gb": "peak RSS after loading, float32 (GB)",
+    "compile_scan_s": "compile forward, `lax.scan` (s)",
+    "compile_unrolled_s": "compile forward, unrolled Python loop (baseline, s)",
+    "forward_s": "forward {batch} × {seq} (s)",
+    "forward_tokens_per_s": "forward tokens/s",
+    "matmul_s": "baseline: one plain float32 matmul (s)",
+    "matmul_gflops": "baseline: plain matmul GFLOP/s",
+    "forward_gflops": "forward GFLOP/s",
+    "jvp_all_s": "JVP, all parameters (s)",
+    "jvp_top_s": "JVP, last 2 blocks, trunk computed once (s)",
+    "small_forward_s": "forward {grad_batch} × {seq}, the VJP's baseline (s)",
+    "grad_s": "VJP (grad of mean NLL), {grad_batch} × {seq} (s)",
+    "peak_rss_gb": "peak RSS over the whole run (GB)",
+    "compile_unrolled_over_scan": "compile: unrolled loop ÷ `lax.scan`",
+    "forward_gflops_over_matmul": "forward GFLOP/s ÷ plain-matmul GFLOP/s",
+    "jvp_all_over_forward": "JVP (all parameters) ÷ forward",
+    "jvp_top_over_forward": "JVP (last 2 blocks, trunk computed once) ÷ forward",
+    "vjp_over_forward": "VJP ÷ forward, both at {grad_batch} × {seq}",
+}
+MODEL_RATIOS = {  # the same-run ratios, recomputed from their quantities
+    "compile_unrolled_over_scan": ("compile_unrolled_s", "compile_scan_s"),
+    "forward_gflops_over_matmul": ("forward_gflops", "matmul_gflops"),
+    "jvp_all_over_forward": ("jvp_all_s", "forward_s"),
+    "jvp_top_over_forward": ("jvp_top_s", "forward_s"),
+    "vjp_over_forward": ("grad_s", "small_forward_s"),
+}
+
+
+def render_models(doc: dict) -> str:
+    q, args, targets = doc["quantities"], doc["provenance"]["args"], doc["targets"]
+    if set(doc["ratios"]) != set(MODEL_RATIOS):
+        raise Inconsistent(f"bench_models: ratios {sorted(doc['ratios'])}")
+    values = dict(q)
+    for name, (num, den) in MODEL_RATIOS.items():
+        values[name] = q[num] / q[den]
+        _check_ratio(f"bench_models: {name}", doc["ratios"][name], values[name])
+
+    def rows(names):
+        out = []
+        for name in names:
+            t = targets.get(name)
+            met = None
+            if t is not None:
+                where = f"bench_models: target on {name}"
+                met = _check_met(where, t["met"], values[name], t["target"])
+            fmt = ",.0f" if name in ("parameters", "forward_tokens_per_s") else ".3g"
+            cell = format(values[name], fmt) + _mark(met)
+            label = MODEL_LABELS.get(name, name).format(**args)
+            out.append([label, cell, _target(t and t["target"])])
+        return out
+
+    return "\n\n".join(
+        [
+            provenance(doc),
+            _table(["measure", "value", "target"], rows(q)),
+            _table(["ratio (same run)", "value", "target"], rows(MODEL_RATIOS)),
+        ]
+    )
+
+
+# results file stem: (block name, renderer, the command that writes the file)
+BENCHMARKS = {
+    "bench_numeric": ("bench-numeric", render_numeric, ""),
+    "bench_numeric_scale": ("bench-numeric-scale", render_numeric_scale, "--scale"),
+    "bench_hessian": ("bench-hessian", render_hessian, ""),
+    "bench_models": ("bench-models", render_models, ""),
+}
+
+
+def render(stem: str, results: Path = RESULTS) -> str:
+    """The block of one benchmark: its tables, or "not measured yet"."""
+    block, renderer, flags = BENCHMARKS[stem]
+    path = results / f"{stem}.json"
+    if not path.exists():
+        script = stem.removesuffix("_scale")
+        flags = f"{flags} " if flags else ""
+        return (
+            f"Not measured yet: run `python benchmarks/{script}.py {flags}--json-out "
+            f"benchmarks/results/{stem}.json`, then `make docs`."
+        )
+    doc = json.loads(path.read_text())
+    if doc.get("benchmark") != stem or doc.get("schema") != SCHEMA:
+        raise Inconsistent(
+            f"{path.name}: benchmark {doc.get('benchmark')!r}, schema "
+            f"{doc.get('schema')!r} (expected {stem!r}, {SCHEMA})"
+        )
+    return renderer(doc)
+
+
+def blocks(results: Path = RESULTS) -> dict[tuple[str, str], str]:
+    unknown = sorted(p.name for p in results.glob("*.json") if p.stem not in BENCHMARKS)
+    if unknown:
+        raise ValueError(f"{results}: no benchmark owns {', '.join(unknown)}")
+    return {(PAGE, BENCHMARKS[s][0]): render(s, results) for s in BENCHMARKS}
+
+
+if __name__ == "__main__":
+    raise SystemExit(docgen.main(blocks))
