@@ -91,7 +91,7 @@ def markdown_rows(r: dict | None, cfg: dict) -> list[str]:
         f"measured: {r['loss_star_over_loss0_max']:.1e}). ratio = ⟨∇_θL, θ−θ*⟩ / "
         "⟨∇_zL, z−z*⟩ (= ⟨∇_θL, θ−θ*⟩ / 2L); the needed inequality "
         "⟨∇_θL, θ−θ*⟩ ≥ L(θ) − L(θ*) is ratio ≥ 1/2. ρ = ‖z* − z_0 − J(θ*−θ_0)‖ / "
-        "‖z* − z_0‖ (one jvp), and |ratio − 1| ≤ ρ at θ_0 "
+        "‖z* − z_0‖ (one jvp), and abs(ratio − 1) ≤ ρ at θ_0 "
         f"({r['ratio_bound_violations']} violations).",
         "",
         "| s | ratio at θ_0 | ratio at θ_0 + (s/2)d | abs(ratio − 1) at θ_0 | ρ | "
