@@ -33,8 +33,13 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # jax loads lazily (``--help`` and bad flags stay fast)
+    from jax import Array
+    from jaxtyping import Float
 
 #: The rule whose target is reached exactly (the unit names carry it).
 LOSS = "lco_mse"
@@ -90,7 +95,9 @@ def reachable_targets(apply_fn, theta_star, view, targets, beta: float):
     return targets._replace(adv=beta * (z_star - targets.old_logits))
 
 
-def direct_mse(z, z_star, weight):
+def direct_mse(
+    z: Float[Array, "b n v"], z_star: Float[Array, "b n v"], weight: Float[Array, "b n"]
+) -> Float[Array, ""]:
     r""":math:`\sum_t w_t \lVert z_t - z^*_t\rVert^2 / (2V)` (the second route to L)."""
     import jax.numpy as jnp
 

@@ -323,7 +323,13 @@ def _check(cfg: Config) -> tuple[list[str], list[str], list[float]]:
         raise BadInput("seeds, gd_steps must be >= 1 and power_iters >= 2")
     if cfg.gd_scale <= 0:
         raise BadInput(f"gd_scale = {cfg.gd_scale} must be > 0")
-    return names(cfg.losses, "losses"), fixed, _reachable.parse_scales(cfg.reach_scales)
+    losses, scales = (
+        names(cfg.losses, "losses"),
+        _reachable.parse_scales(cfg.reach_scales),
+    )
+    if not (losses or fixed or scales):
+        raise BadInput("losses, fixed_losses and reach_scales are all empty: no units")
+    return losses, fixed, scales
 
 
 def _run(cfg: Config, *, fresh: bool) -> int:

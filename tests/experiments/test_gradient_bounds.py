@@ -132,6 +132,7 @@ def test_killed_run_restarted_gives_the_same_json(tiny_run, tmp_path, monkeypatc
         (["--reach-scales", "1e-3,0"], "'0'"),
         (["--reach-scales", "1e-3,nan"], "'nan'"),
         (["--reach-scales", "1e-2,1e-3"], "increasing"),
+        (["--losses", "", "--fixed-losses", "", "--reach-scales", ""], "no units"),
     ],
 )
 def test_bad_input_exits_2_naming_the_value(argv, needle, tmp_path, capsys):
