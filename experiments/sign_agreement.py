@@ -177,46 +177,26 @@ def _load(cfg: Config):
 
 
 def _rollouts(cfg: Config, model, seed: int, engine: str, known: int | None = None):
-    """Rollouts of one seed; ``(rollouts, draw)``.
+    """Rollouts of one seed with dynamic sampling; ``(rollouts, draw)``.
 
-    Draw 0 uses prompts drawn from ``seed``; draw d > 0 (dynamic sampling, when no
-    group of the previous draw had mixed rewards) from ``seed + 10_000 * d``. The
-    sampler's seed follows the prompts' seed. The engine dtype does not change which
-    draw is taken: the bfloat16 draw decides (``known``, when it was already found), so
-    both engines score the same prompts.
+    The bfloat16 engine decides the draw (``known``, once found), so both engines score
+    the same prompts (:func:`theorycheck.rl.collect_mixed`).
     """
-    from theorycheck.rl import collect, make_problems
+    from theorycheck.rl import collect_mixed
 
-    def draw(d: int, dtype: str):
-        s = seed + 10_000 * d
-        return collect(
-            model,
-            make_problems(cfg.task, cfg.prompts, seed=s),
-            samples=cfg.samples,
-            new_tokens=cfg.new_tokens,
-            topk=cfg.topk,
-            temperature=cfg.temperature,
-            seed=s,
-            engine_dtype=dtype,
-        )
-
-    if known is not None:
-        return draw(known, engine), known
-    for d in range(cfg.redraws + 1):
-        out = draw(d, "bfloat16")
-        if mixed_groups(out) > 0 or d == cfg.redraws:
-            break
-        _common.log(f"seed {seed}: no group with mixed rewards; new prompts")
-    return (out if engine == "bfloat16" else draw(d, engine)), d
-
-
-def mixed_groups(rollouts) -> int:
-    """Number of GRPO groups whose rewards are not all equal (the groups that train)."""
-    import numpy as np
-
-    reward = np.asarray(rollouts.reward)
-    group = np.asarray(rollouts.group)
-    return sum(int(np.ptp(reward[group == g]) > 0) for g in np.unique(group))
+    return collect_mixed(
+        model,
+        cfg.task,
+        cfg.prompts,
+        seed=seed,
+        redraws=cfg.redraws,
+        draw=known,
+        engine_dtype=engine,
+        samples=cfg.samples,
+        new_tokens=cfg.new_tokens,
+        topk=cfg.topk,
+        temperature=cfg.temperature,
+    )
 
 
 def run_unit(

@@ -27,6 +27,10 @@ PAGES = {
     "theorycheck.convexity": "docs/convexity.md",
     "theorycheck.symbolic": "docs/convexity.md",
     "theorycheck.formal": "docs/convexity.md",
+    "theorycheck.claims": "docs/proofs.md",
+    "theorycheck.rl": "docs/probes.md",
+    "theorycheck.probes": "docs/probes.md",
+    "theorycheck.reproduce": "docs/demo.md",
 }
 
 

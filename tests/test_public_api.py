@@ -23,6 +23,10 @@ PACKAGES = (
     "theorycheck.convexity",
     "theorycheck.symbolic",
     "theorycheck.formal",
+    "theorycheck.claims",
+    "theorycheck.rl",
+    "theorycheck.probes",
+    "theorycheck.reproduce",
 )
 
 

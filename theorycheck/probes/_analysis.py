@@ -27,6 +27,7 @@ import numpy as np
 from theorycheck.probes._metrics import sign_metrics, signs, unsafe_keep
 from theorycheck.probes._probe import ESTIMATORS, MASKS
 
+#: the sign predictors the probe analysis scores (the trivial one first).
 PREDICTORS = (
     "always_rise",
     "ratio",

@@ -29,6 +29,7 @@ import numpy as np
 from theorycheck._errors import BadInput
 from theorycheck.probes._metrics import signs
 
+#: the coupled mask's rules: harmful predicted sign, or predicted D above δ.
 RULES = ("sign", "threshold")
 
 

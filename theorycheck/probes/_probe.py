@@ -23,7 +23,9 @@ from theorycheck.probes._mask import coupled_mask
 from theorycheck.probes._metrics import signs
 from theorycheck.probes._taylor import divergences, predict_change
 
+#: the Ḋ estimators recorded per token (exact, then the three top-K ones).
 ESTIMATORS = ("full", "topk_aggregated", "topk_uniform", "topk_proportional")
+#: the masks whose own updates a probe step can evaluate.
 MASKS = ("none", "ratio", "predictive", "coupled")
 
 

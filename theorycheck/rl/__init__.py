@@ -2,9 +2,10 @@
 
 ``collect`` samples a rollout batch (bfloat16 engine by default) recording the sampled
 token, its behavior log-prob, the engine's top-K and optionally the full vocabulary;
-``make_problems`` generates verifiable tasks (Countdown in exact rational arithmetic,
-addition, capitals); ``Trainer``/``train`` run M minibatch steps per epoch against the
-fixed anchor with any registered token rule and reduction.
+``collect_mixed`` redraws prompts until a GRPO group has mixed rewards (DAPO's dynamic
+sampling); ``make_problems`` generates verifiable tasks (Countdown in exact rational
+arithmetic, addition, capitals); ``Trainer``/``train`` run M minibatch steps per epoch
+against the fixed anchor with any registered token rule and reduction.
 """
 
 from theorycheck.rl._config import (
@@ -13,6 +14,7 @@ from theorycheck.rl._config import (
     TrainConfig,
     make_optimizer,
 )
+from theorycheck.rl._dynamic import DRAW_STRIDE, collect_mixed, mixed_groups
 from theorycheck.rl._rollout import Rollouts, collect, left_pad
 from theorycheck.rl._tasks import (
     TASKS,
@@ -26,6 +28,7 @@ from theorycheck.rl._tiny import CharTokenizer, tiny_model
 from theorycheck.rl._train import Batch, Trainer, take_rows, train
 
 __all__ = [
+    "DRAW_STRIDE",
     "MAX_MINIBATCHES",
     "OPTIMIZERS",
     "TASKS",
@@ -37,11 +40,13 @@ __all__ = [
     "Trainer",
     "addition_reward",
     "collect",
+    "collect_mixed",
     "countdown_reward",
     "evaluate_expression",
     "left_pad",
     "make_optimizer",
     "make_problems",
+    "mixed_groups",
     "take_rows",
     "tiny_model",
     "train",

@@ -10,7 +10,9 @@ import optax
 from theorycheck._errors import BadInput
 from theorycheck.losses import LOSSES, Reduction
 
+#: the optimizers of a run (AdamW with the survey defaults, Adam without momentum, SGD).
 OPTIMIZERS = ("adamw", "adam_no_momentum", "sgd")
+#: the most minibatch updates M against one rollout anchor.
 MAX_MINIBATCHES = 16
 
 

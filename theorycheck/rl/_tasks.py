@@ -27,6 +27,7 @@ import numpy as np
 
 from theorycheck._errors import BadInput
 
+#: the verifiable tasks of :func:`make_problems`.
 TASKS = ("countdown", "addition", "capitals")
 
 
