@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from experiments import _common
+from experiments import _common, _reachable_report
 from theorycheck.probes import mean_se
 
 
@@ -28,8 +28,11 @@ def _series(runs: list[dict], key: str) -> list:
 
 
 def summarize(units: dict, losses: list[str], fixed: list[str]) -> dict:
-    """Mean ± standard error over seeds, per loss (bounds) and per fixed-target loss."""
-    out: dict = {"bounds": {}, "fixed": {}}
+    """Mean ± standard error over seeds, per loss (bounds) and per fixed-target loss.
+
+    ``reach`` (the reachable-target scan) is None when the run has no such units.
+    """
+    out: dict = {"bounds": {}, "fixed": {}, "reach": _reachable_report.summarize(units)}
     for loss in losses:
         runs = _units(units, "bounds", loss)
         if not runs:
@@ -126,23 +129,8 @@ def _fmt(ms, digits: int = 3) -> str:
     return f"{ms['mean']:.{digits}g}{se}"
 
 
-def markdown(data: dict, timings: dict) -> str:
-    """The report: the bound's tightness per loss; rates and inner products."""
-    cfg = data["provenance"]["config"]
-    s = data["summary"]
+def _bounds_rows(s: dict, cfg: dict) -> list[str]:
     rows = [
-        "# Gradient-norm bounds, directionality and linear convergence",
-        "",
-        f"Model `{cfg['model']}`, last {cfg['trainable_blocks']} block(s) trainable, "
-        f"task `{cfg['task']}`, {cfg['prompts']} prompts × {cfg['samples']} samples "
-        f"× {cfg['new_tokens']} tokens, seeds {data['provenance']['seeds']}, commit "
-        f"`{data['provenance']['commit']}`. Mean ± standard error over seeds.",
-        "",
-        *(
-            [f"**Partial run**: {len(data['partial'])} finished units only.", ""]
-            if data.get("partial")
-            else []
-        ),
         f"## Prop. 4.7 along {cfg['optimizer']} runs (lr {cfg['lr']}, "
         f"{cfg['minibatches']} minibatches × {cfg['epochs']} epochs, same rollouts)",
         "",
@@ -171,6 +159,12 @@ def markdown(data: dict, timings: dict) -> str:
         )
         + ".",
         "",
+    ]
+    return rows
+
+
+def _fixed_rows(s: dict, cfg: dict) -> list[str]:
+    rows = [
         f"## Props. 4.4, 4.8, 4.9: gradient descent on a fixed target "
         f"({cfg['gd_steps']} steps, η = {cfg['gd_scale']}/λ_max, first "
         f"{cfg['gd_sequences']} sequences)",
@@ -196,26 +190,64 @@ def markdown(data: dict, timings: dict) -> str:
         "linear rate is guaranteed). 'needed ineq.' = ⟨∇_θL, θ−θ*⟩ ≥ L(θ) − L(θ*); "
         "'in ε-slack' = ⟨∇_θL, θ−θ*⟩ ∈ [−ε, 0) with ε = L(θ*) (L* = 0).",
         "",
+    ]
+    return rows
+
+
+def markdown(data: dict, timings: dict) -> str:
+    """The report: the bound's tightness per loss; rates and inner products."""
+    cfg = data["provenance"]["config"]
+    s = data["summary"]
+    rows = [
+        "# Gradient-norm bounds, directionality and linear convergence",
+        "",
+        f"Model `{cfg['model']}`, last {cfg['trainable_blocks']} block(s) trainable, "
+        f"task `{cfg['task']}`, {cfg['prompts']} prompts × {cfg['samples']} samples "
+        f"× {cfg['new_tokens']} tokens, seeds {data['provenance']['seeds']}, commit "
+        f"`{data['provenance']['commit']}`. Mean ± standard error over seeds.",
+        "",
+        *(
+            [f"**Partial run**: {len(data['partial'])} finished units only.", ""]
+            if data.get("partial")
+            else []
+        ),
+    ]
+    if s["bounds"]:
+        rows += _bounds_rows(s, cfg)
+    if s["fixed"]:
+        rows += _fixed_rows(s, cfg)
+    rows += [
+        *_reachable_report.markdown_rows(s.get("reach"), cfg),
         f"Wall time of the finished units: {sum(timings.values()):.0f} s.",
         "",
-        "![bounds](bounds.png)",
-        "",
-        "![fixed target](fixed_target.png)",
-        "",
+        *(["![bounds](bounds.png)", ""] if s["bounds"] else []),
+        *(["![fixed target](fixed_target.png)", ""] if s["fixed"] else []),
+        *(["![reachable target](reach.png)", ""] if s.get("reach") else []),
     ]
     return "\n".join(rows)
 
 
 def figures(data: dict, out_dir: str) -> None:
-    """bounds.png (norms and bounds per step) and fixed_target.png (loss curves)."""
+    """bounds.png (norms and bounds per step) and fixed_target.png (loss curves).
+
+    A figure whose units the run does not have is not drawn.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     s = data["summary"]
+    if s["bounds"]:
+        _bounds_figure(s["bounds"], os.path.join(out_dir, "bounds.png"))
+    if s["fixed"]:
+        _fixed_figure(s["fixed"], os.path.join(out_dir, "fixed_target.png"))
+
+
+def _bounds_figure(bounds: dict, path: str) -> None:
+    import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
-    for loss, r in s["bounds"].items():
+    for loss, r in bounds.items():
         c = r["curves"]
         (line,) = axes[0].semilogy(c["grad_norm"], label=f"{loss} ‖∇θL‖")
         axes[0].semilogy(c["bound"], "--", color=line.get_color(), label="σ‖∇zL‖")
@@ -229,9 +261,14 @@ def figures(data: dict, out_dir: str) -> None:
     axes[1].set_xlabel("optimizer step")
     axes[1].set_title("tightness ‖∇θL‖/(σ_max‖∇zL‖)", fontsize=9)
     axes[1].legend(fontsize=6)
-    _common.savefig(fig, os.path.join(out_dir, "bounds.png"))
+    _common.savefig(fig, path)
+
+
+def _fixed_figure(fixed: dict, path: str) -> None:
+    import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(4.5, 3.4))
-    for loss, r in s["fixed"].items():
+    for loss, r in fixed.items():
         (line,) = ax.semilogy(r["real_curve"], label=f"{loss} real")
         ax.semilogy(
             r["linearized_curve"],
@@ -242,11 +279,14 @@ def figures(data: dict, out_dir: str) -> None:
     ax.set_xlabel("gradient-descent step")
     ax.set_ylabel("L_k / L_0")
     ax.legend(fontsize=6)
-    _common.savefig(fig, os.path.join(out_dir, "fixed_target.png"))
+    _common.savefig(fig, path)
 
 
 def write(out_dir: str, data: dict, timings: dict) -> None:
     """Writes report.md and the figures."""
     figures(data, out_dir)
+    _reachable_report.figure(
+        data["summary"].get("reach"), os.path.join(out_dir, "reach.png")
+    )
     with open(os.path.join(out_dir, "report.md"), "w") as fh:
         fh.write(markdown(data, timings))

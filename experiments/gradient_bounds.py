@@ -17,6 +17,10 @@ DERIVED/INFERRED and are the spec):
   θ_0), the worst-case rate the linearized analysis gives (1 − ηλ_min; λ_min(JJᵀ) = 0
   when the logits outnumber the parameters), and Prop. 4.4's inner products
   ⟨∇_θL, θ_k − θ*⟩ vs ⟨∇_zL, z_k − z*⟩ with θ* = the run's last iterate.
+* **Prop. 4.4 with a reachable target** (``reach/lco_mse/*`` units,
+  :mod:`experiments._reachable`): θ* = θ_0 + s·d over the ``reach_scales`` grid, so
+  L(θ*) = 0 exactly; the ratio ⟨∇_θL, θ−θ*⟩/⟨∇_zL, z−z*⟩ (the needed inequality is
+  ratio ≥ 1/2) and the linearization residual at θ* per s.
 
 Run ``python -m experiments.gradient_bounds`` (SmolLM2-135M) or ``--tiny``. Outputs in
 ``--out``: results.json (resumable), timings.json, report.md, PNG figures.
@@ -29,7 +33,7 @@ import os
 import sys
 import time
 
-from experiments import _common
+from experiments import _common, _reachable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +62,8 @@ class Config:
     gd_steps: int = 8
     gd_scale: float = 1.0
     gd_sequences: int = 8
+    reach_scales: str = "1e-4,3e-4,1e-3,3e-3,1e-2,3e-2,1e-1,3e-1,1"
+    reach_midpoint: bool = True
     out: str = "reports/gradient_bounds"
 
     @classmethod
@@ -76,6 +82,7 @@ class Config:
             power_iters_first=10,
             power_iters=3,
             gd_steps=6,
+            reach_scales="1e-4,1e-3,1e-2,1e-1,3e-1,1,3",
             out="reports/gradient_bounds_tiny",
         )
 
@@ -268,6 +275,11 @@ def fixed_unit(cfg: Config, model, rollouts, loss: str, seed: int) -> dict:
     }
 
 
+def reach_unit(cfg: Config, model, rollouts, loss: str, seed: int) -> dict:
+    """Prop. 4.4 against reachable targets θ_0 + s·d (:mod:`experiments._reachable`)."""
+    return _reachable.reach_unit(cfg, _trainer(cfg, model, rollouts, seed), seed)
+
+
 def jr_key(seed: int):
     """The PRNG key of the power iteration's random start."""
     import jax.random as jr
@@ -292,7 +304,7 @@ def main(argv=None) -> int:
         return 2
 
 
-def _check(cfg: Config) -> tuple[list[str], list[str]]:
+def _check(cfg: Config) -> tuple[list[str], list[str], list[float]]:
     from theorycheck._errors import BadInput
     from theorycheck.losses import LOSSES
 
@@ -311,7 +323,13 @@ def _check(cfg: Config) -> tuple[list[str], list[str]]:
         raise BadInput("seeds, gd_steps must be >= 1 and power_iters >= 2")
     if cfg.gd_scale <= 0:
         raise BadInput(f"gd_scale = {cfg.gd_scale} must be > 0")
-    return names(cfg.losses, "losses"), fixed
+    losses, scales = (
+        names(cfg.losses, "losses"),
+        _reachable.parse_scales(cfg.reach_scales),
+    )
+    if not (losses or fixed or scales):
+        raise BadInput("losses, fixed_losses and reach_scales are all empty: no units")
+    return losses, fixed, scales
 
 
 def _run(cfg: Config, *, fresh: bool) -> int:
@@ -322,12 +340,13 @@ def _run(cfg: Config, *, fresh: bool) -> int:
     from experiments.linearization import _load, rollouts_for
     from theorycheck._progress import bar
 
-    losses, fixed = _check(cfg)
+    losses, fixed, scales = _check(cfg)
     seeds = list(range(cfg.first_seed, cfg.first_seed + cfg.seeds))
     store = _common.ResultStore(cfg.out, cfg, fresh=fresh)
     units = [(s, "bounds", n) for s in seeds for n in losses] + [
         (s, "fixed", n) for s in seeds for n in fixed
     ]
+    units += [(s, "reach", _reachable.LOSS) for s in seeds if scales]
     units.sort(key=lambda u: u[0])  # seed-major: a stopped run covers every kind
     model, rollouts = None, {}
     for seed, kind, name in bar(units, desc="gradient bounds", unit="unit"):
@@ -343,7 +362,7 @@ def _run(cfg: Config, *, fresh: bool) -> int:
             _common.log(f"seed {seed}: rollouts")
             rollouts[seed] = rollouts_for(cfg, model, seed)
         _common.log(unit)
-        run = bounds_unit if kind == "bounds" else fixed_unit
+        run = {"bounds": bounds_unit, "fixed": fixed_unit, "reach": reach_unit}[kind]
         result = run(cfg, model, rollouts[seed], name, seed)
         result["reward_mean"] = float(rollouts[seed].reward.mean())
         store.save(unit, result, seconds=time.perf_counter() - t0)
@@ -368,7 +387,7 @@ def report_only(out_dir: str) -> str:
     with open(os.path.join(out_dir, "results.json")) as fh:
         data = json.load(fh)
     cfg = Config(**data["config"])
-    losses, fixed = _check(cfg)
+    losses, fixed, _ = _check(cfg)
     seeds = sorted({int(u.rsplit("seed", 1)[1]) for u in data["units"]})
     data["summary"] = _gradient_report.summarize(data["units"], losses, fixed)
     data["provenance"] = _common.provenance(cfg, seeds=seeds)

@@ -1,5 +1,7 @@
 """The gradient-bounds experiment's --tiny mode end to end, resumability, bad input."""
 
+import math
+
 import pytest
 
 from experiments import gradient_bounds
@@ -17,13 +19,20 @@ def tiny_run(tmp_path_factory):
 
 
 def test_tiny_run_writes_results_report_and_figures(tiny_run):
-    for name in ("results.json", "report.md", "bounds.png", "fixed_target.png"):
+    for name in (
+        "results.json",
+        "report.md",
+        "bounds.png",
+        "fixed_target.png",
+        "reach.png",
+    ):
         assert (tiny_run / name).stat().st_size > 0
     data = _read(tiny_run / "results.json")
     assert sorted(data["units"]) == [
         "bounds/lco_mse/seed0",
         "bounds/ppo/seed0",
         "fixed/lco_mse/seed0",
+        "reach/lco_mse/seed0",
     ]
     for loss in ("lco_mse", "ppo"):
         unit = data["units"][f"bounds/{loss}/seed0"]
@@ -39,6 +48,62 @@ def test_tiny_run_writes_results_report_and_figures(tiny_run):
     for r in fixed["inner"]:  # two routes to ⟨∇θL, θ − θ*⟩
         assert r["param_inner"] == pytest.approx(r["jvp_inner"], rel=1e-8)
     assert "Prop. 4.7" in (tiny_run / "report.md").read_text()
+
+
+def _reach(run):
+    return _read(run / "results.json")["units"]["reach/lco_mse/seed0"]
+
+
+def test_reach_target_is_reached_two_routes(tiny_run):
+    unit = _reach(tiny_run)
+    assert [r["scale"] for r in unit["scales"]] == [1e-4, 1e-3, 1e-2, 0.1, 0.3, 1, 3]
+    for r in unit["scales"]:
+        # L(θ*) = 0 up to float64 rounding; L(θ_0): registry = ½V⁻¹Σw‖z − z*‖²
+        assert 0 <= r["loss_star"] <= 1e-20 * r["loss0"]
+        assert r["loss0_direct"] == pytest.approx(r["loss0"], rel=1e-12)
+        for point in ("start", "mid"):
+            p = r[point]
+            assert p["param_inner"] == pytest.approx(p["jvp_inner"], rel=1e-8)
+            assert p["logit_inner"] == pytest.approx(2 * p["loss"], rel=1e-10)
+            assert p["holds"] == (p["param_inner"] >= p["gap"])
+        start = r["start"]
+        assert start["loss"] == pytest.approx(r["loss0"], rel=1e-12)
+        assert start["param_inner"] - start["logit_inner"] == pytest.approx(
+            r["inner_error"], abs=1e-9 * start["logit_inner"]
+        )
+
+
+def test_reach_ratio_tends_to_one_as_the_scale_shrinks(tiny_run):
+    unit = _reach(tiny_run)
+    recs = unit["scales"]
+    dev = [abs(r["start"]["ratio"] - 1) for r in recs]
+    for r, d in zip(recs, dev):  # Cauchy-Schwarz: |ratio − 1| ≤ ρ
+        assert d <= r["residual"] * (1 + 1e-9)
+    assert dev[0] < 1e-3 and recs[0]["residual"] < 1e-3  # the linear regime
+    # ρ ∝ s there: a tenfold smaller s gives a tenfold smaller residual
+    assert recs[0]["residual"] / recs[1]["residual"] == pytest.approx(0.1, rel=0.05)
+    # the grid reaches ρ > 1, where the inequality fails: the scan can see it
+    fails = [r["scale"] for r in recs if not r["start"]["holds"]]
+    assert fails and unit["first_fail_scale"] == fails[0]
+    first = next(r for r in recs if r["scale"] == fails[0])
+    assert first["start"]["ratio"] < 0.5 and first["residual"] >= 0.5
+    summary = _read(tiny_run / "results.json")["summary"]["reach"]
+    assert summary["ratio_bound_violations"] == 0
+    assert summary["per_seed"]["seed0"]["first_fail_scale"] == fails[0]
+    assert math.isclose(
+        summary["scales"][0]["ratio"]["mean"], recs[0]["start"]["ratio"]
+    )
+    assert "reachable target" in (tiny_run / "report.md").read_text()
+
+
+def test_reach_only_run_gives_the_same_unit(tiny_run, tmp_path):
+    out = tmp_path / "reach"
+    argv = ["--tiny", "--seeds", "1", "--losses", "", "--fixed-losses", ""]
+    assert gradient_bounds.main([*argv, "--out", str(out)]) == 0
+    assert list(_read(out / "results.json")["units"]) == ["reach/lco_mse/seed0"]
+    assert _reach(out) == _reach(tiny_run)
+    assert not (out / "bounds.png").exists() and (out / "reach.png").exists()
+    assert "Prop. 4.7" not in (out / "report.md").read_text()
 
 
 def test_killed_run_restarted_gives_the_same_json(tiny_run, tmp_path, monkeypatch):
@@ -64,6 +129,10 @@ def test_killed_run_restarted_gives_the_same_json(tiny_run, tmp_path, monkeypatc
         (["--fixed-losses", "ppo"], "ppo"),
         (["--losses", "nope"], "nope"),
         (["--gd-scale", "0"], "gd_scale"),
+        (["--reach-scales", "1e-3,0"], "'0'"),
+        (["--reach-scales", "1e-3,nan"], "'nan'"),
+        (["--reach-scales", "1e-2,1e-3"], "increasing"),
+        (["--losses", "", "--fixed-losses", "", "--reach-scales", ""], "no units"),
     ],
 )
 def test_bad_input_exits_2_naming_the_value(argv, needle, tmp_path, capsys):
