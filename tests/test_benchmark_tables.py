@@ -203,17 +203,6 @@ def test_bench_hessian_tiny_run_writes_a_file_the_generator_renders(tmp_path):
     assert "V = 64, k = 7." in text and "| boundary | IS surrogate |" in text
 
 
-@pytest.mark.slow
-def test_bench_models_tiny_run_writes_a_file_the_generator_renders(tmp_path):
-    out = tmp_path / "bench_models.json"
-    args = ("--batch", "1", "--seq", "8", "--grad-batch", "1", "--repeats", "1")
-    doc = _run_bench("bench_models", out, *args)
-    assert doc["quantities"]["parameters"] > 1e8
-    assert set(doc["targets"]) == set(bench_models.TARGETS)
-    text = gen.render("bench_models", tmp_path)
-    assert "forward 1 × 8 (s)" in text
-
-
 def test_scale_check_block_renders_its_record(tmp_path):
     args = type("Args", (), {})()
     vars(args).update(rows=2048, vocab=[151936], repeats=3, block=4, topk=20)

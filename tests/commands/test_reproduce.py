@@ -32,6 +32,19 @@ def test_reproduce_quick_writes_the_report(capsys, tmp_path):
     for name in ("index.md", "proofs.md", "proofs.png", "convexity.png"):
         assert (tmp_path / name).is_file(), name
     assert (tmp_path / "demo" / "report.json").is_file()
+    # the probe and LCO sections (one run serves both: each is a tiny-model subprocess)
+    sections = {s["name"]: s for s in index["sections"]}
+    md = (tmp_path / "index.md").read_text()
+    assert "| ntk2 |" in md and "base rate" in md
+    assert "α (10%)" in md and "Prop. 4.7" in md
+    probes, lco = sections["probes"], sections["linearization"]
+    assert "--tiny" in probes["config"]["command"]
+    assert all("--tiny" in c for c in lco["config"]["commands"])
+    assert set(lco["data"]) == {"linearization", "gradient_bounds"}
+    for sub in ("sign_agreement", "linearization"):
+        assert (tmp_path / sub / "results.json").is_file(), sub
+    for f in probes["figures"] + lco["figures"]:
+        assert (tmp_path / f).is_file(), f
 
 
 def test_reproduce_proofs_section_on_the_example_claims(capsys, tmp_path, monkeypatch):

@@ -112,9 +112,9 @@ def replace_shared(expr, query, value, memo: dict | None = None):
 
     Examples:
         >>> x = sp.Symbol("x")
-        >>> replace_shared(sp.exp(x) + sp.exp(x) ** 2, lambda e: e == sp.exp(x),
+        >>> replace_shared(sp.exp(x) + sp.sin(sp.exp(x)), lambda e: e == sp.exp(x),
         ...                lambda e: sp.Symbol("y"))
-        y**2 + y
+        y + sin(y)
     """
     memo = {} if memo is None else memo
     if isinstance(expr, sp.MatrixBase):
