@@ -17,6 +17,7 @@ import dataclasses
 import json
 import os
 import platform
+import sys
 from importlib import metadata
 
 import numpy as np
@@ -73,6 +74,47 @@ def parse_config(cls, argv, *, prog: str, description: str):
         if getattr(args, f.name) is not None
     }
     return dataclasses.replace(base, **overrides), args
+
+
+def run_main(name: str, cls, doc: str, argv, run) -> int:
+    """An experiment's ``main``: parse the flags, run, exit 2 on bad input.
+
+    Args:
+        name: the experiment (``python -m experiments.NAME``; its error lines start
+            with it).
+        cls: its config dataclass (see :func:`parse_config`).
+        doc: its module docstring (the first paragraph is the ``--help`` text).
+        argv: the arguments (None = ``sys.argv[1:]``).
+        run: ``run(cfg, fresh=..., report_only=...) -> exit code``.
+
+    Returns:
+        The exit code.
+    """
+    try:
+        cfg, args = parse_config(
+            cls,
+            argv,
+            prog=f"python -m experiments.{name}",
+            description=doc.split("\n\n")[0],
+        )
+        if args.fresh and args.report_only:
+            raise BadInput(
+                "--fresh with --report-only would discard every finished unit and "
+                "compute none; pass one of them"
+            )
+        return run(cfg, fresh=args.fresh, report_only=args.report_only)
+    except BadInput as err:
+        print(f"{name}: error: {err}", file=sys.stderr)
+        return 2
+
+
+def unfinished_line(data: dict) -> list[str]:
+    """The report line naming the units a report-only run found unfinished."""
+    missing = data.get("missing_units")
+    if not missing:
+        return []
+    units = ", ".join(missing)
+    return [f"**Unfinished units (not in any number below):** {units}.", ""]
 
 
 def versions() -> dict[str, str]:

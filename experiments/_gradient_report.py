@@ -206,11 +206,7 @@ def markdown(data: dict, timings: dict) -> str:
         f"× {cfg['new_tokens']} tokens, seeds {data['provenance']['seeds']}, commit "
         f"`{data['provenance']['commit']}`. Mean ± standard error over seeds.",
         "",
-        *(
-            [f"**Partial run**: {len(data['partial'])} finished units only.", ""]
-            if data.get("partial")
-            else []
-        ),
+        *_common.unfinished_line(data),
     ]
     if s["bounds"]:
         rows += _bounds_rows(s, cfg)

@@ -122,6 +122,7 @@ def markdown(data: dict, timings: dict) -> str:
         f"in float64 on the first {cfg['eval_sequences']} sequences. Commit "
         f"`{data['provenance']['commit']}`. Mean ± standard error over seeds.",
         "",
+        *_common.unfinished_line(data),
         "α at which the median per-token residual reaches 10% / 50% (geometric "
         "mean over seeds):",
         "",

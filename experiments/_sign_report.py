@@ -94,15 +94,7 @@ def report(data: dict, timings: dict) -> str:
         f"rollouts per seed); mean ± standard error over seeds. Commit "
         f"`{prov['commit']}`.",
         "",
-        *(
-            [
-                f"**Unfinished units (not in any number below):** "
-                f"{', '.join(data['missing_units'])}.",
-                "",
-            ]
-            if data.get("missing_units")
-            else []
-        ),
+        *_common.unfinished_line(data),
         "Tokens evaluated: those in the step's minibatch with Â ≠ 0; a predictor that "
         "outputs 0 abstains (coverage). Base rate = share of evaluated tokens whose D "
         'rises = agreement of the trivial predictor "D always rises".',

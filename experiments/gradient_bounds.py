@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 import time
 
 from experiments import _common, _reachable
@@ -289,19 +288,7 @@ def jr_key(seed: int):
 
 def main(argv=None) -> int:
     """Runs the experiment; returns the exit code (2 on bad input)."""
-    from theorycheck._errors import BadInput
-
-    try:
-        cfg, args = _common.parse_config(
-            Config,
-            argv,
-            prog="python -m experiments.gradient_bounds",
-            description=__doc__.split("\n\n")[0],
-        )
-        return _run(cfg, fresh=args.fresh)
-    except BadInput as err:
-        print(f"gradient_bounds: error: {err}", file=sys.stderr)
-        return 2
+    return _common.run_main("gradient_bounds", Config, __doc__, argv, _run)
 
 
 def _check(cfg: Config) -> tuple[list[str], list[str], list[float]]:
@@ -332,7 +319,7 @@ def _check(cfg: Config) -> tuple[list[str], list[str], list[float]]:
     return losses, fixed, scales
 
 
-def _run(cfg: Config, *, fresh: bool) -> int:
+def _run(cfg: Config, *, fresh: bool, report_only: bool = False) -> int:
     import jax
 
     jax.config.update("jax_enable_x64", True)
@@ -351,7 +338,7 @@ def _run(cfg: Config, *, fresh: bool) -> int:
     model, rollouts = None, {}
     for seed, kind, name in bar(units, desc="gradient bounds", unit="unit"):
         unit = f"{kind}/{name}/seed{seed}"
-        if store.done(unit):
+        if store.done(unit) or report_only:
             continue
         t0 = time.perf_counter()
         if model is None:
@@ -367,37 +354,15 @@ def _run(cfg: Config, *, fresh: bool) -> int:
         result["reward_mean"] = float(rollouts[seed].reward.mean())
         store.save(unit, result, seconds=time.perf_counter() - t0)
     summary = _gradient_report.summarize(store.data["units"], losses, fixed)
+    names = [f"{kind}/{name}/seed{seed}" for seed, kind, name in units]
     data = store.finish(
-        provenance=_common.provenance(cfg, seeds=seeds), summary=summary
+        provenance=_common.provenance(cfg, seeds=seeds),
+        summary=summary,
+        missing_units=[u for u in names if not store.done(u)],
     )
     _gradient_report.write(cfg.out, data, store.timings)
     print(os.path.join(cfg.out, "report.md"))
     return 0
-
-
-def report_only(out_dir: str) -> str:
-    """Summary and report from the finished units of a stopped run (no computing).
-
-    The report names itself partial and lists the units it covers.
-    """
-    import json
-
-    from experiments import _gradient_report
-
-    with open(os.path.join(out_dir, "results.json")) as fh:
-        data = json.load(fh)
-    cfg = Config(**data["config"])
-    losses, fixed, _ = _check(cfg)
-    seeds = sorted({int(u.rsplit("seed", 1)[1]) for u in data["units"]})
-    data["summary"] = _gradient_report.summarize(data["units"], losses, fixed)
-    data["provenance"] = _common.provenance(cfg, seeds=seeds)
-    data["partial"] = sorted(data["units"])
-    timings = {}
-    if os.path.exists(os.path.join(out_dir, "timings.json")):
-        with open(os.path.join(out_dir, "timings.json")) as fh:
-            timings = json.load(fh)
-    _gradient_report.write(out_dir, data, timings)
-    return os.path.join(out_dir, "report.md")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 import time
 
 from experiments import _common
@@ -209,19 +208,7 @@ def run_unit(cfg: Config, model, rollouts, loss: str, subset: str, seed: int) ->
 
 def main(argv=None) -> int:
     """Runs the experiment; returns the exit code (2 on bad input)."""
-    from theorycheck._errors import BadInput
-
-    try:
-        cfg, args = _common.parse_config(
-            Config,
-            argv,
-            prog="python -m experiments.linearization",
-            description=__doc__.split("\n\n")[0],
-        )
-        return _run(cfg, fresh=args.fresh)
-    except BadInput as err:
-        print(f"linearization: error: {err}", file=sys.stderr)
-        return 2
+    return _common.run_main("linearization", Config, __doc__, argv, _run)
 
 
 def _load(cfg: Config):
@@ -261,7 +248,7 @@ def rollouts_for(cfg, model, seed: int):
     return out
 
 
-def _run(cfg: Config, *, fresh: bool) -> int:
+def _run(cfg: Config, *, fresh: bool, report_only: bool = False) -> int:
     import jax
 
     jax.config.update("jax_enable_x64", True)
@@ -281,7 +268,7 @@ def _run(cfg: Config, *, fresh: bool) -> int:
     units = [(s, sub, loss) for s in seeds for sub in subsets for loss in losses]
     for seed, sub, loss in bar(units, desc="linearization", unit="unit"):
         unit = f"{loss}/{sub}/seed{seed}"
-        if store.done(unit):
+        if store.done(unit) or report_only:
             continue
         t0 = time.perf_counter()
         if model is None:
@@ -296,8 +283,11 @@ def _run(cfg: Config, *, fresh: bool) -> int:
         result["reward_mean"] = float(rollouts[seed].reward.mean())
         store.save(unit, result, seconds=time.perf_counter() - t0)
     summary = _linearization_report.summarize(store.data["units"], losses, subsets)
+    missing = [f"{lo}/{su}/seed{se}" for se, su, lo in units]
     data = store.finish(
-        provenance=_common.provenance(cfg, seeds=seeds), summary=summary
+        provenance=_common.provenance(cfg, seeds=seeds),
+        summary=summary,
+        missing_units=[u for u in missing if not store.done(u)],
     )
     _linearization_report.write(cfg.out, data, store.timings)
     print(os.path.join(cfg.out, "report.md"))

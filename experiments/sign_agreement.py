@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 import time
 
 from experiments import _common
@@ -232,19 +231,7 @@ def run_unit(
 
 def main(argv=None) -> int:
     """Runs the experiment; returns the exit code (2 on bad input)."""
-    from theorycheck._errors import BadInput
-
-    try:
-        cfg, args = _common.parse_config(
-            Config,
-            argv,
-            prog="python -m experiments.sign_agreement",
-            description=__doc__.split("\n\n")[0],
-        )
-        return _run(cfg, fresh=args.fresh, report_only=args.report_only)
-    except BadInput as err:
-        print(f"sign_agreement: error: {err}", file=sys.stderr)
-        return 2
+    return _common.run_main("sign_agreement", Config, __doc__, argv, _run)
 
 
 def _run(cfg: Config, *, fresh: bool, report_only: bool = False) -> int:

@@ -14,3 +14,35 @@ def assert_same_results(got_path, want_path):
     got["config"]["out"] = want["config"]["out"]
     got["provenance"]["config"]["out"] = want["provenance"]["config"]["out"]
     assert got == want
+
+
+def assert_report_only_computes_nothing(module, argv, tiny_run, tmp_path, monkeypatch):
+    """``--report-only`` on a copy of a finished run with one unit removed: nothing is
+    computed (every ``*_unit`` function of ``module`` raises), the removed unit is
+    listed as unfinished in results.json and report.md, and the rest is summarized."""
+    import shutil
+
+    out = tmp_path / "copy"
+    shutil.copytree(tiny_run, out)
+    data = read(out / "results.json")
+    dropped = sorted(data["units"])[0]
+    del data["units"][dropped]
+    (out / "results.json").write_text(json.dumps(data))
+
+    def computes(*args, **kwargs):
+        raise AssertionError("--report-only computed a unit")
+
+    for name in [n for n in vars(module) if n.endswith("_unit")]:
+        monkeypatch.setattr(module, name, computes)
+    assert module.main([*argv, "--out", str(out), "--report-only"]) == 0
+    after = read(out / "results.json")
+    assert dropped not in after["units"] and after["missing_units"] == [dropped]
+    assert set(after["units"]) == set(data["units"])
+    assert dropped in (out / "report.md").read_text()
+
+
+def assert_fresh_report_only_refused(module, argv, tmp_path, capsys):
+    """``--fresh --report-only`` together would discard everything: exit 2."""
+    out = ["--out", str(tmp_path / "x"), "--fresh", "--report-only"]
+    assert module.main([*argv, *out]) == 2
+    assert "--fresh with --report-only" in capsys.readouterr().err

@@ -3,7 +3,11 @@
 import pytest
 
 from experiments import linearization
-from tests.experiments._results import assert_same_results
+from tests.experiments._results import (
+    assert_fresh_report_only_refused,
+    assert_report_only_computes_nothing,
+    assert_same_results,
+)
 from tests.experiments._results import read as _read
 
 ARGV = ["--tiny", "--seeds", "1", "--subsets", "1,all", "--losses", "lco_mse"]
@@ -70,3 +74,15 @@ def test_killed_run_restarted_gives_the_same_json(tiny_run, tmp_path, monkeypatc
 def test_bad_input_exits_2_naming_the_value(argv, needle, tmp_path, capsys):
     assert linearization.main(["--tiny", "--out", str(tmp_path), *argv]) == 2
     assert needle in capsys.readouterr().err
+
+
+def test_report_only_summarizes_finished_units_without_computing(
+    tiny_run, tmp_path, monkeypatch
+):
+    assert_report_only_computes_nothing(
+        linearization, ARGV, tiny_run, tmp_path, monkeypatch
+    )
+
+
+def test_fresh_with_report_only_is_refused(tmp_path, capsys):
+    assert_fresh_report_only_refused(linearization, ARGV, tmp_path, capsys)

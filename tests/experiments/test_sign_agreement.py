@@ -1,14 +1,13 @@
 """The experiment's --tiny mode end to end, resumability, bad input."""
 
-import json
-
 import pytest
 
 from experiments import sign_agreement
-
-
-def _read(path):
-    return json.loads(path.read_text())
+from tests.experiments._results import (
+    assert_fresh_report_only_refused,
+    assert_report_only_computes_nothing,
+)
+from tests.experiments._results import read as _read
 
 
 @pytest.fixture(scope="module")
@@ -83,17 +82,14 @@ def test_bad_input_exits_2_naming_the_value(argv, needle, tmp_path, capsys):
     assert needle in capsys.readouterr().err
 
 
-def test_report_only_summarizes_finished_units_without_computing(tiny_run, tmp_path):
-    import shutil
+def test_report_only_summarizes_finished_units_without_computing(
+    tiny_run, tmp_path, monkeypatch
+):
+    argv = ["--tiny", "--seeds", "2"]
+    assert_report_only_computes_nothing(
+        sign_agreement, argv, tiny_run, tmp_path, monkeypatch
+    )
 
-    out = tmp_path / "copy"
-    shutil.copytree(tiny_run, out)
-    data = _read(out / "results.json")
-    dropped = sorted(data["units"])[0]
-    del data["units"][dropped]
-    (out / "results.json").write_text(json.dumps(data))
-    argv = ["--tiny", "--seeds", "2", "--out", str(out), "--report-only"]
-    assert sign_agreement.main(argv) == 0
-    after = _read(out / "results.json")
-    assert dropped not in after["units"] and after["missing_units"] == [dropped]
-    assert dropped in (out / "report.md").read_text()
+
+def test_fresh_with_report_only_is_refused(tmp_path, capsys):
+    assert_fresh_report_only_refused(sign_agreement, ["--tiny"], tmp_path, capsys)
