@@ -39,6 +39,22 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
 
 
+@dataclasses.dataclass(frozen=True)
+class RolloutConfig:
+    """The settings every experiment shares: the model, the verifiable task, the
+    rollout batch per seed and the seeds (each is a ``--flag``)."""
+
+    model: str = "smollm2"
+    task: str = "addition"
+    prompts: int = 2
+    samples: int = 8
+    new_tokens: int = 8
+    topk: int = 20
+    temperature: float = 1.0
+    seeds: int = 5
+    first_seed: int = 0
+
+
 def parse_config(cls, argv, *, prog: str, description: str):
     """``(config, args)`` from ``argv``: one flag per dataclass field, plus ``--tiny``.
 

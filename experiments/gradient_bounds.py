@@ -36,19 +36,10 @@ from experiments import _common, _reachable
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
+class Config(_common.RolloutConfig):
     """The experiment's settings (each is a ``--flag``; ``--tiny`` changes several)."""
 
-    model: str = "smollm2"
-    task: str = "addition"
     rewards: str = "task"
-    prompts: int = 2
-    samples: int = 8
-    new_tokens: int = 8
-    topk: int = 20
-    temperature: float = 1.0
-    seeds: int = 5
-    first_seed: int = 0
     trainable_blocks: int = 2
     losses: str = "lco_mse,ppo"
     optimizer: str = "adamw"

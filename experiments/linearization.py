@@ -31,7 +31,7 @@ LEVELS = (0.1, 0.5)
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
+class Config(_common.RolloutConfig):
     """The experiment's settings (each is a ``--flag``; ``--tiny`` changes several).
 
     ``losses`` and ``subsets`` are comma-separated; a subset is a number of trainable
@@ -41,16 +41,7 @@ class Config:
     the random tiny model).
     """
 
-    model: str = "smollm2"
-    task: str = "addition"
     rewards: str = "task"
-    prompts: int = 2
-    samples: int = 8
-    new_tokens: int = 8
-    topk: int = 20
-    temperature: float = 1.0
-    seeds: int = 5
-    first_seed: int = 0
     losses: str = "lco_mse,ppo"
     subsets: str = "2"
     optimizer: str = "adamw"

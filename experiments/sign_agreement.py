@@ -56,7 +56,7 @@ ANALYSIS_VERSION = 2
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
+class Config(_common.RolloutConfig):
     """The experiment's settings (each is a ``--flag``; ``--tiny`` changes several).
 
     ``grid`` is ``"default"`` (:data:`DEFAULT_GRID`), ``"sweep"``
@@ -69,16 +69,8 @@ class Config:
     ``redraws`` times; the draws taken are recorded per unit.
     """
 
-    model: str = "smollm2"
     task: str = "countdown"
-    prompts: int = 2
-    samples: int = 8
-    new_tokens: int = 8
-    topk: int = 20
-    temperature: float = 1.0
     redraws: int = 4
-    seeds: int = 5
-    first_seed: int = 0
     loss: str = "ppo"
     reduction: str = "token_mean"
     optimizer: str = "adamw"
