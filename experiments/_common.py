@@ -125,12 +125,22 @@ def run_main(name: str, cls, doc: str, argv, run) -> int:
 
 
 def unfinished_line(data: dict) -> list[str]:
-    """The report line naming the units a report-only run found unfinished."""
+    """Report lines: the units a report-only run found unfinished, and the commits
+    that computed the units when they are not all the report's own commit (a resumed
+    or report-only run)."""
+    out = []
     missing = data.get("missing_units")
-    if not missing:
-        return []
-    units = ", ".join(missing)
-    return [f"**Unfinished units (not in any number below):** {units}.", ""]
+    if missing:
+        units = ", ".join(missing)
+        out += [f"**Unfinished units (not in any number below):** {units}.", ""]
+    by_commit: dict = {}
+    for unit, sha in sorted(data.get("unit_commits", {}).items()):
+        if unit in data.get("units", {}):
+            by_commit.setdefault(sha, []).append(unit)
+    if set(by_commit) - {data.get("provenance", {}).get("commit")}:
+        parts = [f"`{sha}` ({len(units)} units)" for sha, units in by_commit.items()]
+        out += [f"**Units computed at commits:** {', '.join(parts)}.", ""]
+    return out
 
 
 def versions() -> dict[str, str]:
@@ -226,8 +236,10 @@ class ResultStore:
         return unit in self.data["units"]
 
     def save(self, unit: str, result, *, seconds: float | None = None) -> None:
-        """Records a finished unit and writes the file."""
+        """Records a finished unit (and the commit that computed it) and writes the
+        file."""
         self.data["units"][unit] = jsonable(result)
+        self.data.setdefault("unit_commits", {})[unit] = commit()
         write_json(self.path, self.data)
         if seconds is not None:
             self.timings[unit] = seconds

@@ -19,7 +19,8 @@ def assert_same_results(got_path, want_path):
 def assert_report_only_computes_nothing(module, argv, tiny_run, tmp_path, monkeypatch):
     """``--report-only`` on a copy of a finished run with one unit removed: nothing is
     computed (every ``*_unit`` function of ``module`` raises), the removed unit is
-    listed as unfinished in results.json and report.md, and the rest is summarized."""
+    listed as unfinished in results.json and report.md, the rest is summarized, and the
+    commits that computed the units (here an older one) are kept and named."""
     import shutil
 
     out = tmp_path / "copy"
@@ -27,6 +28,8 @@ def assert_report_only_computes_nothing(module, argv, tiny_run, tmp_path, monkey
     data = read(out / "results.json")
     dropped = sorted(data["units"])[0]
     del data["units"][dropped]
+    assert set(data["unit_commits"]) >= set(data["units"])  # each unit has its commit
+    data["unit_commits"] = {u: "c0ffee" for u in data["units"]}  # an older commit
     (out / "results.json").write_text(json.dumps(data))
 
     def computes(*args, **kwargs):
@@ -38,7 +41,10 @@ def assert_report_only_computes_nothing(module, argv, tiny_run, tmp_path, monkey
     after = read(out / "results.json")
     assert dropped not in after["units"] and after["missing_units"] == [dropped]
     assert set(after["units"]) == set(data["units"])
-    assert dropped in (out / "report.md").read_text()
+    assert after["unit_commits"] == data["unit_commits"]
+    report = (out / "report.md").read_text()
+    assert dropped in report
+    assert f"`c0ffee` ({len(data['units'])} units)" in report
 
 
 def assert_fresh_report_only_refused(module, argv, tmp_path, capsys):
