@@ -3,6 +3,8 @@ starts with ``_``)."""
 
 from __future__ import annotations
 
+import random
+
 import mpmath
 import numpy as np
 import sympy as sp
@@ -28,6 +30,17 @@ def random_points(n: int, vocab: int, *, seed: int, spread: float = 2.0):
     mu = softmax(z + noise)
     k = rng.integers(0, vocab, size=n)
     return mu, z, k
+
+
+def rational_points(logits, extra=lambda rng: {}):
+    """Exact test points for ``sympy_identity``: every logit a rational a/b with
+    a in [-6, 6], b in [1, 4], drawn from ``random.Random(0)``, then ``extra(rng)`` (the
+    other symbols, drawn from the same generator after the logits)."""
+    rng = random.Random(0)
+    while True:
+        point = {s: sp.Rational(rng.randint(-6, 6), rng.randint(1, 4)) for s in logits}
+        point.update(extra(rng))
+        yield point
 
 
 def softmax(z: np.ndarray) -> np.ndarray:

@@ -19,7 +19,14 @@ import random
 
 import numpy as np
 import sympy as sp
-from _pdm_common import SOURCE, random_points, simplex, softmax, x64
+from _pdm_common import (
+    SOURCE,
+    random_points,
+    rational_points,
+    simplex,
+    softmax,
+    x64,
+)
 
 from theorycheck.claims import (
     Check,
@@ -195,11 +202,7 @@ def _symbolic_tv() -> CheckResult:
     )
 
     def points():
-        rng = random.Random(0)
-        while True:
-            sub = {x: sp.Rational(rng.randint(-6, 6), rng.randint(1, 4)) for x in z}
-            sub.update({x: rng.choice([-1, 1]) for x in s})
-            yield sub
+        return rational_points(z, lambda rng: {x: rng.choice([-1, 1]) for x in s})
 
     return sympy_identity(
         [truth - eq34(None, pi, v, sign=s), derived - eq34(None, pi, v, sign=s)],

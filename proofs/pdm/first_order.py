@@ -18,14 +18,13 @@ and, for forward KL only, convexity along the line (:math:`D'' = \mathrm{Var}_\p
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 import sympy as sp
 from _pdm_common import (
     SOURCE,
     ddot_of,
     random_points,
+    rational_points,
     recheck,
     sgd_sign_flips,
     simplex,
@@ -128,11 +127,9 @@ def _symbolic_convexity() -> CheckResult:
     second = sp.diff(d, t, 2).subs(t, 0)
 
     def points():
-        rng = random.Random(0)
-        while True:
-            sub = {s: sp.Rational(rng.randint(-6, 6), rng.randint(1, 4)) for s in z}
-            sub.update({m0: sp.Rational(1, 5), m1: sp.Rational(3, 10)})
-            yield sub
+        return rational_points(
+            z, lambda rng: {m0: sp.Rational(1, 5), m1: sp.Rational(3, 10)}
+        )
 
     return sympy_identity(
         second - line_curvature(pi, v),

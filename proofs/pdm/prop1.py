@@ -13,11 +13,9 @@ matches the secondary sources term for term.
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 import sympy as sp
-from _pdm_common import SOURCE, random_points, softmax, x64
+from _pdm_common import SOURCE, random_points, rational_points, softmax, x64
 from hypothesis import strategies as st
 
 from theorycheck.claims import (
@@ -68,12 +66,13 @@ def _symbolic() -> CheckResult:
     ]
 
     def points():
-        rng = random.Random(0)
-        while True:
-            sub = {s: sp.Rational(rng.randint(-6, 6), rng.randint(1, 4)) for s in z}
-            sub.update({m0: sp.Rational(rng.randint(1, 4), 10)})
-            sub.update({m1: sp.Rational(rng.randint(1, 4), 10)})
-            yield sub
+        return rational_points(
+            z,
+            lambda rng: {
+                m0: sp.Rational(rng.randint(1, 4), 10),
+                m1: sp.Rational(rng.randint(1, 4), 10),
+            },
+        )
 
     return sympy_identity(
         diffs,

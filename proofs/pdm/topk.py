@@ -14,11 +14,9 @@ what each is exact for is DERIVED (research notes §1.7).
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 import sympy as sp
-from _pdm_common import SOURCE, random_points, softmax, x64
+from _pdm_common import SOURCE, random_points, rational_points, softmax, x64
 
 from theorycheck.claims import (
     Check,
@@ -66,12 +64,13 @@ def _symbolic_aggregated() -> CheckResult:
     estimate = aggregated(m[:2] + [0], q[:2] + [0], 0, [0, 1])
 
     def points():
-        rng = random.Random(0)
-        while True:
-            sub = {s: sp.Rational(rng.randint(-6, 6), rng.randint(1, 4)) for s in y}
-            sub.update({m0: sp.Rational(rng.randint(1, 4), 10)})
-            sub.update({m1: sp.Rational(rng.randint(1, 4), 10)})
-            yield sub
+        return rational_points(
+            y,
+            lambda rng: {
+                m0: sp.Rational(rng.randint(1, 4), 10),
+                m1: sp.Rational(rng.randint(1, 4), 10),
+            },
+        )
 
     return sympy_identity(
         exact - estimate,
