@@ -121,6 +121,11 @@ class ClaimResult:
             "status": str(self.status),
             "correction": self.correction.to_json() if self.correction else None,
             "objection": self.claim.objection,
+            "quote": self.claim.quote,
+            "location": self.claim.location,
+            "kind": self.claim.kind.value,
+            "assumptions": list(self.claim.assumptions),
+            "extends": self.claim.extends,
             "methods": [m.to_json() for m in self.methods],
             "seconds": round(self.seconds, 3),
         }

@@ -49,6 +49,31 @@ class Method(StrEnum):
     MEASUREMENT = "measurement"  # on the real checkpoint's distributions
 
 
+class Kind(StrEnum):
+    """What a claim is, as its source presents it.
+
+    The paper's own statements (theorem ... assumption) are checked *as written, under
+    their assumptions*; a stronger reading or another regime is an ``EXTENSION`` and a
+    reviewer's objection a ``REVIEWER`` claim, each naming the claim it ``extends``, and
+    neither is ever reported as the paper failing. An ``ASSUMPTION`` is measured at a
+    stated setting, not "corrected".
+    """
+
+    THEOREM = "theorem"
+    LEMMA = "lemma"
+    PROPOSITION = "proposition"
+    REMARK = "remark"
+    EQUATION = "equation"
+    ASSUMPTION = "assumption"
+    REVIEWER = "reviewer"
+    EXTENSION = "extension"
+
+    @property
+    def as_stated(self) -> bool:
+        """True for the source's own statements (not an extension or an objection)."""
+        return self not in (Kind.REVIEWER, Kind.EXTENSION)
+
+
 class Outcome(StrEnum):
     """What one check found."""
 
@@ -138,6 +163,15 @@ class Claim:
         checks: the checks; the claim holds only with two distinct method kinds.
         correction: an optional corrected statement, consulted when this one fails.
         objection: the reviewer's objection this claim tests, if any.
+        quote: the source's own words (or, where its text is NOT FOUND, the derived
+            statement the claim takes as its spec).
+        location: where in the source: section, equation, remark number.
+        kind: what the claim is (:class:`Kind`).
+        assumptions: the conditions under which the source states it (full support,
+            small step, fixed target, NTK regime, ...); the status is for the
+            statement under these.
+        extends: for an ``EXTENSION`` or ``REVIEWER`` claim, the id of the claim it
+            strengthens or objects to.
     """
 
     id: str
@@ -147,6 +181,11 @@ class Claim:
     checks: tuple[Check, ...]
     correction: Correction | None = None
     objection: str | None = None
+    quote: str = ""
+    location: str = ""
+    kind: Kind = Kind.PROPOSITION
+    assumptions: tuple[str, ...] = ()
+    extends: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not _ID.match(self.id):
@@ -157,6 +196,13 @@ class Claim:
                 f"{', '.join(PROVENANCES)}"
             )
         object.__setattr__(self, "checks", tuple(self.checks))
+        object.__setattr__(self, "kind", Kind(self.kind))
+        object.__setattr__(self, "assumptions", tuple(self.assumptions))
+        if self.extends is not None and self.kind.as_stated:
+            raise ValueError(
+                f"claim {self.id}: extends={self.extends!r} needs kind extension or "
+                f"reviewer, not {self.kind.value}"
+            )
 
     @property
     def methods(self) -> tuple[Method, ...]:
