@@ -7,7 +7,16 @@ collected; its status is computed from its checks (never written by hand).
 import numpy as np
 import sympy as sp
 
-from theorycheck.claims import Check, CheckResult, Claim, Correction, Method, Outcome
+from theorycheck.claims import (
+    Check,
+    CheckResult,
+    Claim,
+    Correction,
+    Method,
+    Outcome,
+    failed,
+    undecided,
+)
 
 
 def _symbolic_gradient() -> CheckResult:
@@ -62,12 +71,11 @@ def _max_prob_bound(quick: bool = False) -> CheckResult:
     z = np.array([3.0, 0.0, 0.0])
     p = np.exp(z) / np.exp(z).sum()
     if p.max() > 0.5:
-        return CheckResult(
-            Outcome.FAIL,
+        return failed(
             f"softmax({z.tolist()}) has max {p.max():.4f} > 1/2",
             counterexample={"z": z.tolist(), "max_prob": float(p.max())},
         )
-    return CheckResult(Outcome.UNKNOWN, "no counterexample at this point")
+    return undecided("no counterexample at this point")
 
 
 def _z3_max_below_one() -> CheckResult:

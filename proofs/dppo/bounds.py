@@ -16,17 +16,19 @@ import random
 
 import numpy as np
 import sympy as sp
-from _dppo_common import SOURCE, kl_terms, random_pairs, simplex, sym_abs, x64
 
 from theorycheck.claims import (
     Check,
     CheckResult,
     Claim,
     Method,
-    Outcome,
+    failed,
     from_proof,
+    passed,
     sympy_identity,
 )
+
+from ._common import SOURCE, kl_terms, random_pairs, simplex, sym_abs, x64
 
 
 def _positive_points(*symbols):
@@ -97,13 +99,11 @@ def _numeric_binary(quick: bool = False) -> CheckResult:
         )
         worst = min(worst, *gaps)
         if min(gaps) < -1e-12:
-            return CheckResult(
-                Outcome.FAIL,
+            return failed(
                 f"binary divergence exceeds the full one by {-min(gaps):.3g}",
                 counterexample={"mu": mi.tolist(), "logits": zi.tolist(), "k": int(ki)},
             )
-    return CheckResult(
-        Outcome.PASS,
+    return passed(
         f"theorycheck.numeric: full - binary >= 0 for KL and TV at {n} points, V = 500 "
         f"(smallest gap {worst:.3g})",
         data={"points": n, "smallest_gap": worst},
@@ -176,8 +176,7 @@ def _numeric_topk(quick: bool = False) -> CheckResult:
                 worst = min(worst, float(gap.min()))
                 if gap.min() < -1e-12:
                     i = int(np.argmin(gap))
-                    return CheckResult(
-                        Outcome.FAIL,
+                    return failed(
                         f"top-K {kind} exceeds the full one by {-gap[i]:.3g}",
                         counterexample={
                             "mu": mu[i].tolist(),
@@ -187,8 +186,7 @@ def _numeric_topk(quick: bool = False) -> CheckResult:
                             "support": support,
                         },
                     )
-    return CheckResult(
-        Outcome.PASS,
+    return passed(
         f"theorycheck.numeric: full - top-K >= 0 in {count} cases (KL and TV, K in "
         f"5/20, supports union and k_slots, V = 500; smallest gap {worst:.3g})",
         data={"cases": count, "smallest_gap": worst},

@@ -18,7 +18,6 @@ from fractions import Fraction
 
 import numpy as np
 import sympy as sp
-from _dppo_common import SOURCE, sym_abs, x64
 
 from theorycheck.claims import (
     Check,
@@ -26,9 +25,13 @@ from theorycheck.claims import (
     Claim,
     Correction,
     Method,
-    Outcome,
+    failed,
     from_proof,
+    passed,
+    undecided,
 )
+
+from ._common import SOURCE, sym_abs, x64
 
 
 def single_sample_tv(mu, pi):
@@ -50,8 +53,7 @@ def _exact_counterexample() -> CheckResult:
     pi = [Fraction(1, 2), Fraction(1, 2)]
     lhs, rhs = tv(mu, pi), single_sample_tv(mu, pi)
     if lhs != rhs:
-        return CheckResult(
-            Outcome.FAIL,
+        return failed(
             f"exact rationals: mu = (1, 0), pi = (1/2, 1/2): TV = {lhs}, "
             f"1/2 E_mu|r - 1| = {rhs}",
             counterexample={
@@ -61,7 +63,7 @@ def _exact_counterexample() -> CheckResult:
                 "single_sample": str(rhs),
             },
         )
-    return CheckResult(Outcome.UNKNOWN, "the two sides agree at this point")
+    return undecided("the two sides agree at this point")
 
 
 def _monte_carlo(mu, pi, n, rng):
@@ -90,8 +92,7 @@ def _statement_mc(quick: bool = False) -> CheckResult:
     est, se = _monte_carlo(mu, pi, n, rng)
     exact = tv(mu, pi)
     if abs(est - exact) > 6 * se + 1e-12:
-        return CheckResult(
-            Outcome.FAIL,
+        return failed(
             f"top-p (0.9) rollout sampler, V = 200: 1/2 mean |r - 1| over {n} samples "
             f"= {est:.4f} +- {se:.1e}, TV = {exact:.4f} ({abs(est - exact) / se:.0f} "
             "standard errors apart; the exact expectation re-checked in float64)",
@@ -105,7 +106,7 @@ def _statement_mc(quick: bool = False) -> CheckResult:
                 "exact_single_sample": single_sample_tv(mu, pi),
             },
         )
-    return CheckResult(Outcome.PASS, f"agree: {est:.4f} vs {exact:.4f}")
+    return passed(f"agree: {est:.4f} vs {exact:.4f}")
 
 
 def _z3_correction() -> CheckResult:
@@ -155,14 +156,12 @@ def _mc_correction(quick: bool = False) -> CheckResult:
         want = tv(mu, pi) - unseen_mass(mu, pi) / 2
         rows.append((label, est, se, want))
         if abs(est - want) > 6 * se + 1e-12:
-            return CheckResult(
-                Outcome.FAIL,
+            return failed(
                 f"{label}: Monte Carlo {est:.4f} +- {se:.1e} vs {want:.4f}",
                 counterexample={"case": label, "estimate": est, "expected": want},
             )
     text = "; ".join(f"{lab}: {e:.4f} +- {s:.1e} vs {w:.4f}" for lab, e, s, w in rows)
-    return CheckResult(
-        Outcome.PASS,
+    return passed(
         f"Monte Carlo ({n} samples from mu, V = 200) within 6 standard errors of "
         f"TV - 1/2 pi(mu = 0): {text}",
         data={
@@ -258,9 +257,8 @@ def _registry_gate(quick: bool = False) -> CheckResult:
             }
             break
     if bad:
-        return CheckResult(Outcome.FAIL, "registry gate != Eq. 12", counterexample=bad)
-    return CheckResult(
-        Outcome.PASS,
+        return failed("registry gate != Eq. 12", counterexample=bad)
+    return passed(
         f"registry dppo_binary_tv / dppo_binary_kl gate and c = A r m equal Eq. 12 "
         f"(theorycheck.numeric.dppo_mask) on {cases} grid points ({masked} masked)",
         data={"cases": cases, "masked": masked},

@@ -12,9 +12,17 @@ from __future__ import annotations
 
 import numpy as np
 import sympy as sp
-from _lco_common import failed, passed, registry_fn, undecided
 
-from theorycheck.claims import Check, Claim, Method
+from theorycheck.claims import (
+    Check,
+    Claim,
+    Method,
+    failed,
+    passed,
+    undecided,
+)
+
+from ._common import registry_fn
 
 
 def gibbs_candidate(old, adv, beta):

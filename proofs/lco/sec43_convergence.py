@@ -21,9 +21,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import sympy as sp
-from _lco_common import failed, passed, undecided
 
-from theorycheck.claims import Check, Claim, Method
+from theorycheck.claims import (
+    Check,
+    Claim,
+    Method,
+    failed,
+    passed,
+    undecided,
+)
 from theorycheck.losses import LOSSES
 from theorycheck.symbolic import logit_gradient, logit_hessian, unfreeze
 

@@ -11,22 +11,27 @@ from __future__ import annotations
 
 import numpy as np
 import sympy as sp
-from _lco_common import (
-    TOL,
+
+from theorycheck.claims import (
+    Check,
+    Claim,
+    Method,
     failed,
-    min_curvature,
     passed,
+    undecided,
+)
+from theorycheck.losses import LOSSES
+
+from ._common import (
+    TOL,
+    min_curvature,
     probability_hessian,
     rational_point,
     registry_fn,
     second_difference,
-    undecided,
     variance_gap,
     z3_psd,
 )
-
-from theorycheck.claims import Check, Claim, Method
-from theorycheck.losses import LOSSES
 
 LCO_FORMS = (
     "lco_mse",

@@ -10,22 +10,28 @@ from __future__ import annotations
 
 import numpy as np
 import sympy as sp
-from _lco_common import (
-    TOL,
-    failed,
-    min_curvature,
-    passed,
-    probability_hessian,
-    registry_fn,
-    second_difference,
-    undecided,
-    z3_psd,
-)
 
-from theorycheck.claims import Check, Claim, Correction, Method
+from theorycheck.claims import (
+    Check,
+    Claim,
+    Correction,
+    Method,
+    failed,
+    passed,
+    undecided,
+)
 from theorycheck.formal import prove_sampled_token_theorem
 from theorycheck.losses import LOSSES
 from theorycheck.symbolic import fit_sampled_token, logit_gradient, to_probability
+
+from ._common import (
+    TOL,
+    min_curvature,
+    probability_hessian,
+    registry_fn,
+    second_difference,
+    z3_psd,
+)
 
 # --- PPO (Lemma 4.5) ------------------------------------------------------------------
 

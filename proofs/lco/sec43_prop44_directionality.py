@@ -10,10 +10,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import sympy as sp
-from _lco_common import PAPER_FORMS, failed, linear_loss, passed, undecided
 
-from theorycheck.claims import Check, Claim, Correction, Method, seeded_settings
+from theorycheck.claims import (
+    Check,
+    Claim,
+    Correction,
+    Method,
+    failed,
+    passed,
+    seeded_settings,
+    undecided,
+)
 from theorycheck.formal import prove
+
+from ._common import PAPER_FORMS, linear_loss
 
 # --- Prop. 4.4 ------------------------------------------------------------------------
 

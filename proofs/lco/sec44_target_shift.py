@@ -19,9 +19,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import sympy as sp
-from _lco_common import failed, passed, undecided
 
-from theorycheck.claims import Check, Claim, Correction, Method
+from theorycheck.claims import (
+    Check,
+    Claim,
+    Correction,
+    Method,
+    failed,
+    passed,
+    undecided,
+)
 from theorycheck.losses import LOSSES, estimate_vocab_adv
 
 BETA = 2.0

@@ -19,14 +19,6 @@ import random
 
 import numpy as np
 import sympy as sp
-from _pdm_common import (
-    SOURCE,
-    random_points,
-    rational_points,
-    simplex,
-    softmax,
-    x64,
-)
 
 from theorycheck.claims import (
     Check,
@@ -35,8 +27,19 @@ from theorycheck.claims import (
     Method,
     Outcome,
     compare,
+    failed,
     from_proof,
+    passed,
     sympy_identity,
+)
+
+from ._common import (
+    SOURCE,
+    random_points,
+    rational_points,
+    simplex,
+    softmax,
+    x64,
 )
 
 
@@ -140,13 +143,11 @@ def _numeric_binary(quick: bool = False) -> CheckResult:
     if result.outcome is not Outcome.PASS:
         return result
     if same != n:
-        return CheckResult(
-            Outcome.FAIL,
+        return failed(
             f"predictive and DPPO binary-KL masks differ on {n - same} of {n} points",
             counterexample={"points_differing": n - same},
         )
-    return CheckResult(
-        Outcome.PASS,
+    return passed(
         f"{result.detail}; predictive mask on binary KL = DPPO binary-KL mask on all "
         f"{n} points ({masked} of them masked; delta = 0.05, A = +-1)",
         data={**result.data, "mask_agreement": same, "masked": masked},

@@ -15,9 +15,17 @@ from fractions import Fraction
 
 import numpy as np
 import sympy as sp
-from _pdm_common import SOURCE, precision_pair, simplex, x64
 
-from theorycheck.claims import Check, CheckResult, Claim, Method, Outcome
+from theorycheck.claims import (
+    Check,
+    CheckResult,
+    Claim,
+    Method,
+    Outcome,
+    undecided,
+)
+
+from ._common import SOURCE, precision_pair, simplex, x64
 
 
 def ddot_kl(mu, pi, k):
@@ -42,9 +50,7 @@ def _z3_witness() -> CheckResult:
     agree = (p[0] - m[0]) * ddot_kl(m, p, 0) >= 0
     res = prove(agree, [*p, *m], assumptions=[*simplex(p), *simplex(m)])
     if res.status != "refuted":
-        return CheckResult(
-            Outcome.UNKNOWN, f"z3 found no disagreement ({res.status}): {res.detail}"
-        )
+        return undecided(f"z3 found no disagreement ({res.status}): {res.detail}")
     pt = {s: Fraction(res.counterexample[s.name]) for s in [*p, *m]}
     pv, mv = [pt[s] for s in p], [pt[s] for s in m]
     local, dd = pv[0] - mv[0], ddot_kl(mv, pv, 0)

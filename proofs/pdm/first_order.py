@@ -20,7 +20,21 @@ from __future__ import annotations
 
 import numpy as np
 import sympy as sp
-from _pdm_common import (
+
+from theorycheck.claims import (
+    Check,
+    CheckResult,
+    Claim,
+    Correction,
+    Method,
+    failed,
+    from_proof,
+    passed,
+    sympy_identity,
+    undecided,
+)
+
+from ._common import (
     SOURCE,
     ddot_of,
     random_points,
@@ -30,17 +44,6 @@ from _pdm_common import (
     simplex,
     softmax,
     x64,
-)
-
-from theorycheck.claims import (
-    Check,
-    CheckResult,
-    Claim,
-    Correction,
-    Method,
-    Outcome,
-    from_proof,
-    sympy_identity,
 )
 
 
@@ -54,8 +57,7 @@ def _kl_decrease_flips(quick: bool = False) -> CheckResult:
         for t in (1.0, 2.0, 4.0, 8.0, 16.0, 32.0):
             pred, real = recheck(mi, zi, ki, t, "kl")
             if pred < 0 and real > 0:
-                return CheckResult(
-                    Outcome.FAIL,
+                return failed(
                     f"KL: a predicted decrease t*Ḋ = {pred:.4g} is realized as an "
                     f"increase ΔD = {real:.4g} at t = {t:g} (re-checked at 50 digits)",
                     counterexample={
@@ -68,7 +70,7 @@ def _kl_decrease_flips(quick: bool = False) -> CheckResult:
                         "realized": real,
                     },
                 )
-    return CheckResult(Outcome.UNKNOWN, "no KL sign flip found on 50 points, t <= 32")
+    return undecided("no KL sign flip found on 50 points, t <= 32")
 
 
 #: The TV point of README Finding 2 (random search; logits and behavior log-probs).
@@ -87,8 +89,7 @@ def _tv_increase_flips() -> CheckResult:
     k, t = TV_POINT["k"], TV_POINT["t"]
     pred, real = recheck(mu, z, k, t, "tv")
     if pred > 0 and real < 0:
-        return CheckResult(
-            Outcome.FAIL,
+        return failed(
             f"TV: a predicted increase t*Ḋ = {pred:.4g} is realized as a decrease "
             f"ΔD = {real:.4g} at t = {t:g} (re-checked at 50 digits)",
             counterexample={
@@ -101,9 +102,7 @@ def _tv_increase_flips() -> CheckResult:
                 "realized": real,
             },
         )
-    return CheckResult(
-        Outcome.UNKNOWN, f"TV point did not flip: {pred:.3g}, {real:.3g}"
-    )
+    return undecided(f"TV point did not flip: {pred:.3g}, {real:.3g}")
 
 
 # --- the correction ------------------------------------------------------------------
@@ -178,8 +177,7 @@ def _numeric_radius(quick: bool = False) -> CheckResult:
                     pred, real = recheck(mi, zi, ki, t, kind)
                     checked += 1
                     if np.sign(pred) != np.sign(real):
-                        return CheckResult(
-                            Outcome.FAIL,
+                        return failed(
                             f"{kind}: inside the radius the sign flipped",
                             counterexample={
                                 "kind": kind,
@@ -197,8 +195,7 @@ def _numeric_radius(quick: bool = False) -> CheckResult:
             if pred > 0:
                 increases += 1
                 if real < pred * (1 - 1e-12):  # convexity: ΔD >= tḊ
-                    return CheckResult(
-                        Outcome.FAIL,
+                    return failed(
                         "KL: a predicted increase was not realized",
                         counterexample={
                             "mu": mi.tolist(),
@@ -209,8 +206,7 @@ def _numeric_radius(quick: bool = False) -> CheckResult:
                             "realized": real,
                         },
                     )
-    return CheckResult(
-        Outcome.PASS,
+    return passed(
         f"no sign flip at {checked} steps |t| = f*rho (f in [0.02, 0.98], KL and TV, "
         f"V = 6), and ΔD >= tḊ at all {increases} KL predicted increases with "
         "|t| <= 40 "

@@ -14,7 +14,6 @@ import random
 
 import numpy as np
 import sympy as sp
-from _pdm_common import SOURCE, random_points, simplex, softmax, x64
 
 from theorycheck.claims import (
     Check,
@@ -24,6 +23,8 @@ from theorycheck.claims import (
     from_proof,
     sympy_identity,
 )
+
+from ._common import SOURCE, random_points, simplex, softmax, x64
 
 
 def rate(pi, v):

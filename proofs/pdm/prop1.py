@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 import sympy as sp
-from _pdm_common import SOURCE, random_points, rational_points, softmax, x64
 from hypothesis import strategies as st
 
 from theorycheck.claims import (
@@ -29,6 +28,8 @@ from theorycheck.claims import (
     property_check,
     sympy_identity,
 )
+
+from ._common import SOURCE, random_points, rational_points, softmax, x64
 
 
 def local_term(mu, pi, k):

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import numpy as np
 import sympy as sp
-from _pdm_common import SOURCE, random_points, rational_points, softmax, x64
 
 from theorycheck.claims import (
     Check,
@@ -26,6 +25,8 @@ from theorycheck.claims import (
     compare,
     sympy_identity,
 )
+
+from ._common import SOURCE, random_points, rational_points, softmax, x64
 
 
 def aggregated(mu, pi, k, support):

@@ -7,18 +7,23 @@ The survey's text is read in full (papers.md §4, PAPER); the numbers are its ow
 from __future__ import annotations
 
 import sympy as sp
-from _survey_common import (
-    analytic_coefficient,
-    autodiff_coefficient,
+
+from theorycheck.claims import (
+    Check,
+    Claim,
+    Method,
     failed,
     passed,
-    symbolic_coefficient,
-    three_token,
     undecided,
 )
-
-from theorycheck.claims import Check, Claim, Method
 from theorycheck.formal import prove
+
+from ._common import (
+    analytic_coefficient,
+    autodiff_coefficient,
+    symbolic_coefficient,
+    three_token,
+)
 
 # --- dual-clip ------------------------------------------------------------------------
 

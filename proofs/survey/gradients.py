@@ -10,22 +10,28 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import sympy as sp
-from _survey_common import (
-    analytic_coefficient,
-    autodiff_coefficient,
+
+from theorycheck.claims import (
+    Check,
+    Claim,
+    Method,
     failed,
     passed,
-    symbolic_coefficient,
-    three_token,
+    seeded_settings,
     undecided,
 )
-
-from theorycheck.claims import Check, Claim, Method, seeded_settings
 from theorycheck.losses import (
     LOSSES,
     TOKEN_RULES,
 )
 from theorycheck.symbolic import Frozen, log_softmax, logit_gradient, unfreeze
+
+from ._common import (
+    analytic_coefficient,
+    autodiff_coefficient,
+    symbolic_coefficient,
+    three_token,
+)
 
 # --- weight form ----------------------------------------------------------------------
 

@@ -9,13 +9,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import sympy as sp
-from _survey_common import (
+
+from theorycheck.claims import (
+    Check,
+    Claim,
+    Method,
     failed,
     passed,
     undecided,
 )
-
-from theorycheck.claims import Check, Claim, Method
 from theorycheck.losses import (
     LOSSES,
     Reduction,

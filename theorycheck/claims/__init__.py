@@ -24,10 +24,14 @@ from theorycheck.claims._evaluate import (
 from theorycheck.claims._helpers import (
     compare,
     exact,
+    failed,
+    float64,
     from_proof,
+    passed,
     property_check,
     seeded_settings,
     sympy_identity,
+    undecided,
 )
 from theorycheck.claims._report import (
     counts,
@@ -67,8 +71,11 @@ __all__ = [
     "compare",
     "counts",
     "exact",
+    "failed",
+    "float64",
     "from_proof",
     "markdown",
+    "passed",
     "property_check",
     "seeded_settings",
     "run_check",
@@ -77,5 +84,6 @@ __all__ = [
     "status_of",
     "sympy_identity",
     "table_lines",
+    "undecided",
     "write_report",
 ]

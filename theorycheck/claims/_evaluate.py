@@ -11,7 +11,9 @@ correction's:
 * ``unknown`` otherwise (an UNKNOWN check, a single method kind, no checks).
 
 A check that raises, or returns something other than a :class:`CheckResult`, counts as
-UNKNOWN with the error in its detail: never as a pass.
+UNKNOWN with the error in its detail: never as a pass. Every check runs inside
+:func:`theorycheck.claims.float64` (JAX in float64 for that check only; the process
+default is untouched).
 
 Examples:
     >>> from theorycheck.claims import Check, CheckResult, Claim, Method, Outcome
@@ -36,6 +38,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
+from theorycheck.claims._helpers import float64
 from theorycheck.claims._types import (
     Check,
     CheckResult,
@@ -161,11 +164,13 @@ def _takes_quick(fn: Any) -> bool:
 
 
 def run_check(check: Check, *, quick: bool = False) -> MethodResult:
-    """Runs one check; an exception or a wrong return type becomes UNKNOWN."""
+    """Runs one check in float64 (scoped); an exception or a wrong return type
+    becomes UNKNOWN."""
     start = time.perf_counter()
     error = None
     try:
-        result = check.run(quick=quick) if _takes_quick(check.run) else check.run()
+        with float64():
+            result = check.run(quick=quick) if _takes_quick(check.run) else check.run()
         if not isinstance(result, CheckResult):
             raise TypeError(
                 f"check returned {type(result).__name__}, not a CheckResult"

@@ -9,16 +9,29 @@ import mpmath
 import numpy as np
 import sympy as sp
 
-from theorycheck.claims import CheckResult, Outcome
+from theorycheck.claims import (
+    CheckResult,
+    failed,
+    undecided,
+)
 
 SOURCE = "seed 002 (Predictive Divergence Masks, arXiv 2607.10848)"
 
 
 def x64() -> None:
-    """Float64 in JAX for the numeric checks."""
+    """Asserts that JAX runs in float64, as the numeric checks need.
+
+    No global switch: the harness runs every check inside
+    ``theorycheck.claims.float64()`` (scoped). Called outside it, this raises rather
+    than let a check compute silently in float32.
+    """
     import jax
 
-    jax.config.update("jax_enable_x64", True)
+    if not jax.config.jax_enable_x64:
+        raise RuntimeError(
+            "float64 is off: run the check through theorycheck.claims (run_check / "
+            "evaluate), or inside `with theorycheck.claims.float64():`"
+        )
 
 
 def random_points(n: int, vocab: int, *, seed: int, spread: float = 2.0):
@@ -183,11 +196,8 @@ def sgd_sign_flips(quick: bool = False) -> CheckResult:
                         }
         rates[str(eta)] = {kind: wrong[kind] / n for kind in wrong}
     if first is None:
-        return CheckResult(
-            Outcome.UNKNOWN, f"no sign flip in {n} points x 4 step sizes", data=rates
-        )
-    return CheckResult(
-        Outcome.FAIL,
+        return undecided(f"no sign flip in {n} points x 4 step sizes", data=rates)
+    return failed(
         f"optax SGD steps on free logits ({n} points, V = 8): share of wrong "
         f"first-order signs by eta: {rates} (realized ΔD at 50 digits)",
         counterexample=first,
