@@ -245,7 +245,8 @@ def _premise_measured(quick: bool = False) -> CheckResult:
         f"{setting}: the remainder flips sign(<grad_z D, Δz>) vs the realized ΔD on "
         f"{len(flips)} of {len(rows)} tokens (max |Δz| "
         f"{figures['max_logit_change']:.3g}, median D "
-        f"{figures['median_divergence']:.2g}); the mask's A·Ḋ has the realized sign on {agree} of {len(rows)}"
+        f"{figures['median_divergence']:.2g}); the mask's A·Ḋ has the realized "
+        f"sign on {agree} of {len(rows)}"
     )
     confirmed = [
         r for r in flips if np.sign(r["realized_50"]) == np.sign(r["realized"])
