@@ -21,6 +21,7 @@ from theorycheck.claims import (
     Check,
     CheckResult,
     Claim,
+    Kind,
     Method,
     failed,
     from_proof,
@@ -114,6 +115,14 @@ BINARY_LOWER_BOUND = Claim(
     id="dppo.binary_divergence_lower_bound",
     source=f"{SOURCE}, §3.5, Eq. (13)-(14); proof in App. C (NOT FOUND)",
     provenance="PAPER",
+    quote=(
+        "D_Bin_TV(t) = |mu(a_t|s_t) - pi(a_t|s_t)| (13); D_Bin_KL(t) = mu_k "
+        "log(mu_k/pi_k) + (1 - mu_k) log((1 - mu_k)/(1 - pi_k)) (14); both are lower "
+        "bounds of the true divergence (proof in App. C, NOT FOUND)."
+    ),
+    location="§3.5, Eqs. (13)-(14); App. C",
+    kind=Kind.PROPOSITION,
+    assumptions=("pi_k > 0 wherever mu_k > 0 (finite KL)",),
     statement=(
         "The binary divergences never exceed the full ones: |mu_k - pi_k| <= "
         "TV(mu, pi) and KL(Bern(mu_k) || Bern(pi_k)) <= KL(mu || pi)."
@@ -197,6 +206,21 @@ TOPK_LOWER_BOUND = Claim(
     id="dppo.topk_divergence_lower_bound",
     source=f"{SOURCE}, §3.5, Eq. (15)-(16); proof in App. C (NOT FOUND)",
     provenance="PAPER",
+    quote=(
+        "A'_t = TopK(mu(.|s_t), K) ∪ {a_t}, A''_t = A'_t ∪ {other}, p(other) = 1 - "
+        "sum_{a in A'_t} p(a); D_TopK_TV(t) = 1/2 sum_{a in A''_t} |p^mu(a) - p^pi(a)|"
+        " (15); D_TopK_KL(t) = sum_{a in A''_t} p^mu(a) log(p^mu(a)/p^pi(a)) (16); "
+        "lower bounds of the true divergence (proof in App. C, NOT FOUND)."
+    ),
+    location="§3.5, Eqs. (15)-(16); App. C",
+    kind=Kind.PROPOSITION,
+    assumptions=(
+        (
+            "support TopK(mu, K) plus the sampled token, one 'other' bucket (and the "
+            "official code's K-slot support)"
+        ),
+        "pi > 0 wherever mu > 0 (finite KL)",
+    ),
     statement=(
         "The top-K divergences (support TopK(mu, K) with k, plus one 'other' bucket) "
         "never exceed the full TV and KL."

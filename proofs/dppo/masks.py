@@ -365,6 +365,17 @@ MASK_DIRECTION_RULE = Claim(
     id="dppo.mask_direction_rule",
     source=f"{SOURCE}, §3.4, Eq. (12); survey 'DPPO (binary TV)'",
     provenance="PAPER",
+    quote=(
+        "M_t^DPPO = 0 if (A_t > 0 and r_t > 1 and D > delta) or (A_t < 0 and r_t < 1 "
+        "and D > delta), 1 otherwise (12); the survey's gate: m = 0 if A > 0 and p - q"
+        " > delta, 0 if A < 0 and q - p > delta, else 1."
+    ),
+    location="§3.4, Eq. (12); survey 'DPPO (binary TV)'",
+    kind=Kind.EQUATION,
+    assumptions=(
+        "D = binary TV |p - q|",
+        "p, q in (0, 1], delta >= 0",
+    ),
     statement=(
         "Eq. 12's direction rule (mask only when D > delta and A moves r away from 1) "
         "with D = binary TV is exactly the survey's gate: masked iff (A > 0 and "

@@ -16,6 +16,7 @@ import sympy as sp
 from theorycheck.claims import (
     Check,
     Claim,
+    Kind,
     Method,
     failed,
     passed,
@@ -144,6 +145,18 @@ optimal_policy_closed_form = Claim(
     id="lco.optimal_policy_closed_form",
     source="seed 004 (LCO), §4.1, Eq. (7); official code create_lco_log_target",
     provenance="DERIVED",
+    quote=(
+        'NOT FOUND (Eq. 7; research notes §2.2 DERIVED). Summaries: "Given the KL-'
+        "constrained RL objective, the optimal policy has a closed-form solution with "
+        'computable optimal logits based on advantage values"; the review: "pi* is '
+        'proportional to pi_old exp(A/beta)".'
+    ),
+    location="§4.1, Eq. (7)",
+    kind=Kind.EQUATION,
+    assumptions=(
+        "beta > 0",
+        "pi_old > 0 on the vocabulary",
+    ),
     statement=(
         "The maximiser of <pi, A> - beta KL(pi || pi_old) over the simplex is "
         "pi* = pi_old exp(A/beta)/Z, with logits z* = z_old + A/beta (up to a "

@@ -16,6 +16,7 @@ from theorycheck.claims import (
     Check,
     Claim,
     Correction,
+    Kind,
     Method,
     failed,
     passed,
@@ -192,6 +193,18 @@ prop4_7_gradient_norm_bounds = Claim(
     id="lco.prop4_7_gradient_norm_bounds",
     source="seed 004 (LCO), Prop. 4.7, Eqs. (16)-(18)",
     provenance="NOT FOUND",
+    quote=(
+        'NOT FOUND (Prop. 4.7 / Eqs. 16-18). The review (major 5): "The bounds in Eqs.'
+        " (16)-(18) are upper bounds involving sigma_max ... The statement that "
+        "gradient norms 'scale with remaining error and diminish progressively' "
+        'therefore requires an additional assumption that sigma_max remains bounded."'
+    ),
+    location="§4.3, Prop. 4.7, Eqs. (16)-(18)",
+    kind=Kind.PROPOSITION,
+    assumptions=(
+        "the bounds carry sigma_max of dz/dtheta (research notes §2.5, INFERRED)",
+        "no bound on sigma_max assumed",
+    ),
     statement=(
         "Prop. 4.7 as used in §4.3: the LCO losses' parameter-gradient norms are "
         "bounded by functions of the loss that vanish with it, so gradient norms "

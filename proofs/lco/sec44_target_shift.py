@@ -24,6 +24,7 @@ from theorycheck.claims import (
     Check,
     Claim,
     Correction,
+    Kind,
     Method,
     failed,
     passed,
@@ -207,6 +208,22 @@ target_shift_mean_zero = Claim(
     id="lco.target_shift_mean_zero",
     source="seed 004 (LCO), §4.4, Eq. (11), Table 5",
     provenance="NOT FOUND",
+    quote=(
+        '"in modern reinforcement learning practice, it is standard to employ '
+        'advantage normalization at each time step" (§4.4, as the review quotes it, '
+        "minor 5); the review (major 4): the zero shift z* = z_old + A/beta is "
+        "justified as the minimiser of the convergence bound because advantage "
+        "normalisation makes the mean of A over the vocabulary zero."
+    ),
+    location="§4.4, Eq. (11), Table 5",
+    kind=Kind.PROPOSITION,
+    assumptions=(
+        (
+            "the advantage estimators the paper uses, including the sparse sampled-"
+            "action one (Eq. 11, Table 5)"
+        ),
+        "the initial logit discrepancy of LCO-MSE / LCH",
+    ),
     statement=(
         "§4.4: with advantage normalisation the advantages have mean zero over the "
         "vocabulary, so the zero shift z* = z_old + A/beta minimises the initial "

@@ -20,6 +20,7 @@ from theorycheck.claims import (
     Check,
     CheckResult,
     Claim,
+    Kind,
     Method,
     Outcome,
     undecided,
@@ -121,6 +122,17 @@ SIGN_DISAGREEMENT_EXISTS = Claim(
     id="pdm.sign_disagreement_exists",
     source=f"{SOURCE}, abstract and §4.2 (research notes §1.1, §1.11)",
     provenance="PAPER",
+    quote=(
+        '"We observe that this ratio-based direction criterion is a single-sample '
+        "proxy that can disagree in sign with the change of the divergence that "
+        'defines the proximity criterion." (abstract)'
+    ),
+    location="abstract; §4.2",
+    kind=Kind.PROPOSITION,
+    assumptions=(
+        "forward KL, v = e_k - pi",
+        "mu_k > 0",
+    ),
     statement=(
         "The ratio direction sign(A (r - 1)) and the divergence direction sign(A Ḋ) "
         "(forward KL, v = e_k - pi) can disagree; on real next-token distributions "

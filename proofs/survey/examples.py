@@ -11,6 +11,7 @@ import sympy as sp
 from theorycheck.claims import (
     Check,
     Claim,
+    Kind,
     Method,
     failed,
     passed,
@@ -88,6 +89,16 @@ dual_clip_example = Claim(
     id="survey.dual_clip_example",
     source="seed 000 (survey), 'Dual-clip' worked example",
     provenance="PAPER",
+    quote=(
+        '"At r=4, A=-1, kappa=3, ordinary PPO keeps c=-4. Dual-clip selects the '
+        'constant objective -3, so c=0."'
+    ),
+    location="'Dual-clip' paragraph",
+    kind=Kind.REMARK,
+    assumptions=(
+        "kappa > 1",
+        "PPO epsilon 0.2",
+    ),
     statement=(
         "At r = 4, A = -1, kappa = 3, ordinary PPO keeps c = -4; dual-clip selects the "
         "constant objective -3 (= kappa A), so c = 0."
@@ -174,6 +185,17 @@ dppo_vs_ppo_example = Claim(
     id="survey.dppo_vs_ppo_example",
     source="seed 000 (survey), 'DPPO' worked example",
     provenance="PAPER",
+    quote=(
+        '"Take A=-1, q=0.90, p=0.74. PPO keeps c≈-0.822, inside its 0.8–1.2 bounds. '
+        "DPPO rejects it: the decrease of 0.16 exceeds 0.15. Mass-based gating can be "
+        'stricter for common tokens."'
+    ),
+    location="'DPPO' paragraph",
+    kind=Kind.REMARK,
+    assumptions=(
+        "PPO epsilon 0.2",
+        "DPPO binary TV, delta = 0.15",
+    ),
     statement=(
         "A = -1, q = 0.90, p = 0.74: PPO keeps c = -0.822 (inside 0.8-1.2); DPPO "
         "(binary TV, delta = 0.15) rejects it since the decrease 0.16 > 0.15; "

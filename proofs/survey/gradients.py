@@ -14,6 +14,7 @@ import sympy as sp
 from theorycheck.claims import (
     Check,
     Claim,
+    Kind,
     Method,
     failed,
     passed,
@@ -131,6 +132,14 @@ weight_form_same_gradient = Claim(
     id="survey.weight_form_same_gradient",
     source="seed 000 (survey), 'Weight form' and 'Reductions' (special cases)",
     provenance="PAPER",
+    quote=(
+        "\"with w = r, the weight form reproduces r A's gradient (the loss value "
+        "differs)\" (the survey's special cases, as the research notes §4 transcribe "
+        "them)."
+    ),
+    location="'Weight form'; 'Reductions' (special cases)",
+    kind=Kind.REMARK,
+    assumptions=("w = r held fixed (stop-gradient)",),
     statement=(
         "The weight form j = sg(w) A log p with w = r has the gradient of j = r A "
         "(c = A r); the loss value differs."
@@ -225,6 +234,16 @@ all_rules_agree_on_policy = Claim(
     id="survey.all_rules_agree_on_policy",
     source="seed 000 (survey), 'Reductions' in the sense of special cases",
     provenance="PAPER",
+    quote=(
+        '"at p = q all six rules give c = A" (the survey\'s special cases, research '
+        "notes §4)."
+    ),
+    location="'Reductions' (special cases)",
+    kind=Kind.REMARK,
+    assumptions=(
+        "p = q (on-policy)",
+        "GSPO compared per unit length",
+    ),
     statement=(
         "At p = q every rule gives c = A: checked for every registered token rule "
         "(GSPO's sequence rule per unit length: L c_t = A, since its c_t = A s / L)."

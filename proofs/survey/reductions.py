@@ -13,6 +13,7 @@ import sympy as sp
 from theorycheck.claims import (
     Check,
     Claim,
+    Kind,
     Method,
     failed,
     passed,
@@ -93,6 +94,14 @@ reduction_weights_are_not_gradient_norms = Claim(
     source="seed 000 (survey), reductions: 'equal reduction weights do not guarantee "
     "equal gradient norms'",
     provenance="PAPER",
+    quote=(
+        '"A trajectory gradient naturally sums token terms. Dividing by length '
+        "deliberately reweights it; equal reduction weights do not guarantee equal "
+        'gradient norms."'
+    ),
+    location="reductions paragraph",
+    kind=Kind.REMARK,
+    assumptions=("the seq_mean_token_mean reduction",),
     statement=(
         "Equal reduction weights do not guarantee equal gradient norms: responses with "
         "the same total weight can contribute gradients of different norms."
