@@ -1,7 +1,9 @@
 """A small claims file to copy: two facts about softmax, each checked two ways.
 
 Run it with ``theorycheck prove examples/claims``. Each module-level ``Claim`` is
-collected; its status is computed from its checks (never written by hand).
+collected; its status is computed from its checks (never written by hand), and read
+with its ``kind`` (an equation, a proposition, ...) it is a verdict such as "fails as
+stated". Every check runs in float64 (scoped).
 """
 
 import numpy as np
@@ -12,9 +14,11 @@ from theorycheck.claims import (
     CheckResult,
     Claim,
     Correction,
+    Kind,
     Method,
     Outcome,
     failed,
+    from_proof,
     undecided,
 )
 
@@ -59,6 +63,10 @@ GRADIENT = Claim(
     source="textbook softmax calculus",
     provenance="DERIVED",
     statement="d log softmax(z)_k / d z_j = 1[j = k] - softmax(z)_j",
+    quote="d log pi_k / d z_j = 1[j = k] - pi_j",
+    location="softmax calculus",
+    kind=Kind.EQUATION,
+    assumptions=("pi = softmax(z), finite logits",),
     checks=(
         Check("sympy identity, V = 3", Method.SYMBOLIC, _symbolic_gradient),
         Check("finite differences, V = 5", Method.NUMERIC, _finite_differences),
@@ -87,8 +95,7 @@ def _z3_max_below_one() -> CheckResult:
         p,
         assumptions=[*(x > 0 for x in p), sp.Eq(sum(p), 1)],
     )
-    outcome = Outcome.PASS if res.status == "proved" else Outcome.UNKNOWN
-    return CheckResult(outcome, f"z3 over the open simplex, V = 3: {res.status}")
+    return from_proof(res, "every p_0 < 1 on the open simplex, V = 3")
 
 
 def _sampled_below_one(quick: bool = False) -> CheckResult:
@@ -108,6 +115,10 @@ MAX_PROB = Claim(
     source="a deliberately wrong statement, to show a failing claim",
     provenance="INFERRED",
     statement="every softmax probability is at most 1/2",
+    quote="every softmax probability is at most 1/2",
+    location="(made up)",
+    kind=Kind.PROPOSITION,
+    assumptions=("finite logits, V = 3",),
     checks=(Check("brute force at z = (3, 0, 0)", Method.NUMERIC, _max_prob_bound),),
     correction=Correction(
         statement="every softmax probability is strictly below 1 (finite logits)",

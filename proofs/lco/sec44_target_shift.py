@@ -209,11 +209,11 @@ target_shift_mean_zero = Claim(
     source="seed 004 (LCO), §4.4, Eq. (11), Table 5",
     provenance="NOT FOUND",
     quote=(
-        '"in modern reinforcement learning practice, it is standard to employ '
-        'advantage normalization at each time step" (§4.4, as the review quotes it, '
-        "minor 5); the review (major 4): the zero shift z* = z_old + A/beta is "
-        "justified as the minimiser of the convergence bound because advantage "
-        "normalisation makes the mean of A over the vocabulary zero."
+        "NOT FOUND (§4.4's text). As the review quotes it (minor 5): \"in modern "
+        "reinforcement learning practice, it is standard to employ advantage "
+        'normalization at each time step"; the review (major 4): the zero shift z* = '
+        "z_old + A/beta is justified as the minimiser of the convergence bound because "
+        "advantage normalisation makes the mean of A over the vocabulary zero."
     ),
     location="§4.4, Eq. (11), Table 5",
     kind=Kind.PROPOSITION,

@@ -47,6 +47,7 @@ from theorycheck.claims._types import (
     Method,
     Outcome,
     Status,
+    verdict_of,
 )
 
 MIN_KINDS = 2
@@ -109,6 +110,12 @@ class ClaimResult:
         return self.claim.id
 
     @property
+    def verdict(self) -> str:
+        """The status read with the claim's kind (``theorycheck.claims.verdict_of``):
+        "fails as stated", "extension fails", "assumption holds at its setting", ..."""
+        return verdict_of(self.claim.kind, self.status)
+
+    @property
     def errors(self) -> tuple[MethodResult, ...]:
         """The checks (statement and correction) that raised."""
         extra = self.correction.methods if self.correction else ()
@@ -122,6 +129,7 @@ class ClaimResult:
             "provenance": self.claim.provenance,
             "statement": self.claim.statement,
             "status": str(self.status),
+            "verdict": self.verdict,
             "correction": self.correction.to_json() if self.correction else None,
             "objection": self.claim.objection,
             "quote": self.claim.quote,
