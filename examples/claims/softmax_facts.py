@@ -58,7 +58,7 @@ def _finite_differences(quick: bool = False) -> CheckResult:
     )
 
 
-GRADIENT = Claim(
+LOG_SOFTMAX_GRADIENT = Claim(
     id="example.log_softmax_gradient",
     source="textbook softmax calculus",
     provenance="DERIVED",
@@ -110,7 +110,7 @@ def _sampled_below_one(quick: bool = False) -> CheckResult:
     )
 
 
-MAX_PROB = Claim(
+MAX_PROB_AT_MOST_HALF = Claim(
     id="example.max_prob_at_most_half",
     source="a deliberately wrong statement, to show a failing claim",
     provenance="INFERRED",

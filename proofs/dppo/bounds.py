@@ -111,7 +111,7 @@ def _numeric_binary(quick: bool = False) -> CheckResult:
     )
 
 
-BINARY_LOWER_BOUND = Claim(
+BINARY_DIVERGENCE_LOWER_BOUND = Claim(
     id="dppo.binary_divergence_lower_bound",
     source=f"{SOURCE}, §3.5, Eq. (13)-(14); proof in App. C (NOT FOUND)",
     provenance="PAPER",
@@ -202,7 +202,7 @@ def _numeric_topk(quick: bool = False) -> CheckResult:
     )
 
 
-TOPK_LOWER_BOUND = Claim(
+TOPK_DIVERGENCE_LOWER_BOUND = Claim(
     id="dppo.topk_divergence_lower_bound",
     source=f"{SOURCE}, §3.5, Eq. (15)-(16); proof in App. C (NOT FOUND)",
     provenance="PAPER",

@@ -141,7 +141,7 @@ def optimal_numeric(*, quick: bool = False, candidate=None) -> object:
     )
 
 
-optimal_policy_closed_form = Claim(
+OPTIMAL_POLICY_CLOSED_FORM = Claim(
     id="lco.optimal_policy_closed_form",
     source="seed 004 (LCO), §4.1, Eq. (7); official code create_lco_log_target",
     provenance="DERIVED",

@@ -181,7 +181,7 @@ def identity_numeric(*, quick: bool = False) -> object:
     return passed(line, data=figures)
 
 
-assumption4_2_parameter_transfer = Claim(
+ASSUMPTION4_2_PARAMETER_TRANSFER = Claim(
     id="lco.assumption4_2_parameter_transfer",
     source="seed 004 (LCO), Assumption 4.2, Eqs. (14)-(15)",
     provenance="NOT FOUND",

@@ -167,7 +167,7 @@ def mse_symbolic(*, quick: bool = False, rate=rho_mse) -> object:
     )
 
 
-prop4_8_mse_linear_convergence = Claim(
+PROP4_8_MSE_LINEAR_CONVERGENCE = Claim(
     id="lco.prop4_8_mse_linear_convergence",
     source="seed 004 (LCO), Prop. 4.8, Eq. (19), Appendix H.1",
     provenance="NOT FOUND",
@@ -276,7 +276,7 @@ def lch_symbolic(*, quick: bool = False) -> object:
     )
 
 
-prop4_9_lch_linear_convergence = Claim(
+PROP4_9_LCH_LINEAR_CONVERGENCE = Claim(
     id="lco.prop4_9_lch_linear_convergence",
     source="seed 004 (LCO), Prop. 4.9, Eq. (20), Appendix H",
     provenance="NOT FOUND",

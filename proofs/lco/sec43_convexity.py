@@ -107,7 +107,7 @@ def sft_numeric(*, quick: bool = False, fn=None) -> object:
     )
 
 
-sft_logits_convex = Claim(
+SFT_LOGITS_CONVEX = Claim(
     id="lco.sft_logits_convex",
     source="seed 004 (LCO), §4.3: SFT's NLL is logits-convex",
     provenance="DERIVED",
@@ -222,7 +222,7 @@ def lco_numeric(*, quick: bool = False, forms=LCO_FORMS, sign: float = 1.0) -> o
     )
 
 
-lco_losses_logits_convex = Claim(
+LCO_LOSSES_LOGITS_CONVEX = Claim(
     id="lco.lco_losses_logits_convex",
     source="seed 004 (LCO), Lemma 4.6",
     provenance="NOT FOUND",

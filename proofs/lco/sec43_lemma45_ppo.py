@@ -249,7 +249,7 @@ def ppo_numeric_region(*, quick: bool = False, name: str = "ppo") -> object:
     )
 
 
-ppo_not_logits_convex = Claim(
+PPO_NOT_LOGITS_CONVEX = Claim(
     id="lco.ppo_not_logits_convex",
     source="seed 004 (LCO), Lemma 4.5, Eqs. (39)-(42)",
     provenance="NOT FOUND",
@@ -285,7 +285,7 @@ ppo_not_logits_convex = Claim(
     ),
 )
 
-ppo_psd_region = Claim(
+PPO_PSD_REGION = Claim(
     id="lco.ppo_psd_region",
     source="seed 004 (LCO), Lemma 4.5, the review's minor comment 2",
     provenance="DERIVED",

@@ -135,7 +135,7 @@ def directionality_property(*, quick: bool = False, slack: float = 1.0) -> objec
     )
 
 
-prop4_4_gradient_directionality = Claim(
+PROP4_4_GRADIENT_DIRECTIONALITY = Claim(
     id="lco.prop4_4_gradient_directionality",
     source="seed 004 (LCO), Prop. 4.4, Eq. (15), Assumption 4.2",
     provenance="NOT FOUND",

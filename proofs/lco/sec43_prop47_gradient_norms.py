@@ -189,7 +189,7 @@ def bound_symbolic(*, quick: bool = False) -> object:
     )
 
 
-prop4_7_gradient_norm_bounds = Claim(
+PROP4_7_GRADIENT_NORM_BOUNDS = Claim(
     id="lco.prop4_7_gradient_norm_bounds",
     source="seed 004 (LCO), Prop. 4.7, Eqs. (16)-(18)",
     provenance="NOT FOUND",

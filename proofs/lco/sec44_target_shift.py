@@ -204,7 +204,7 @@ def correction_numeric(*, quick: bool = False) -> object:
     )
 
 
-target_shift_mean_zero = Claim(
+TARGET_SHIFT_MEAN_ZERO = Claim(
     id="lco.target_shift_mean_zero",
     source="seed 004 (LCO), §4.4, Eq. (11), Table 5",
     provenance="NOT FOUND",

@@ -148,7 +148,7 @@ def correction_simulation(*, quick: bool = False) -> object:
     )
 
 
-deployed_target_moves = Claim(
+DEPLOYED_TARGET_MOVES = Claim(
     id="lco.deployed_target_moves",
     source="seed 004 (LCO), §6.1 vs §4.3 / Appendix H.1; official code trainer_lco.py",
     provenance="CODE",

@@ -124,7 +124,7 @@ def _numeric_aggregated(quick: bool = False) -> CheckResult:
     return CheckResult(result.outcome, result.detail, result.counterexample, data)
 
 
-AGGREGATED = Claim(
+TOPK_AGGREGATED_EXACT_ON_REDUCED = Claim(
     id="pdm.topk_aggregated_exact_on_reduced",
     source=f"{SOURCE}, Eq. (10) (research notes §1.7)",
     provenance="INFERRED",
@@ -234,7 +234,7 @@ def _numeric_uniform(quick: bool = False) -> CheckResult:
     return CheckResult(result.outcome, result.detail, result.counterexample, data)
 
 
-UNIFORM = Claim(
+TOPK_UNIFORM_EXACT_ON_UNIFORM_TAIL = Claim(
     id="pdm.topk_uniform_exact_on_uniform_tail",
     source=f"{SOURCE}, Eq. (11) (research notes §1.7)",
     provenance="INFERRED",

@@ -85,7 +85,7 @@ def dual_symbolic(*, quick: bool = False, expected=DUAL_EXPECTED) -> object:
     return passed(f"exact (c, objective): {got}")
 
 
-dual_clip_example = Claim(
+DUAL_CLIP_EXAMPLE = Claim(
     id="survey.dual_clip_example",
     source="seed 000 (survey), 'Dual-clip' worked example",
     provenance="PAPER",
@@ -181,7 +181,7 @@ def dppo_z3(*, quick: bool = False, threshold=THRESHOLD) -> object:
     )
 
 
-dppo_vs_ppo_example = Claim(
+DPPO_VS_PPO_EXAMPLE = Claim(
     id="survey.dppo_vs_ppo_example",
     source="seed 000 (survey), 'DPPO' worked example",
     provenance="PAPER",

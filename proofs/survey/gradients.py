@@ -128,7 +128,7 @@ def weight_property(
     )
 
 
-weight_form_same_gradient = Claim(
+WEIGHT_FORM_SAME_GRADIENT = Claim(
     id="survey.weight_form_same_gradient",
     source="seed 000 (survey), 'Weight form' and 'Reductions' (special cases)",
     provenance="PAPER",
@@ -230,7 +230,7 @@ def on_policy_symbolic(*, quick: bool = False, rules=TOKEN_RULES) -> object:
     )
 
 
-all_rules_agree_on_policy = Claim(
+ALL_RULES_AGREE_ON_POLICY = Claim(
     id="survey.all_rules_agree_on_policy",
     source="seed 000 (survey), 'Reductions' in the sense of special cases",
     provenance="PAPER",

@@ -89,7 +89,7 @@ def reduction_symbolic(*, quick: bool = False) -> object:
     )
 
 
-reduction_weights_are_not_gradient_norms = Claim(
+REDUCTION_WEIGHTS_ARE_NOT_GRADIENT_NORMS = Claim(
     id="survey.reduction_weights_are_not_gradient_norms",
     source="seed 000 (survey), reductions: 'equal reduction weights do not guarantee "
     "equal gradient norms'",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -47,3 +49,13 @@ def test_ids_follow_the_folder(collected):
     for item in collected:
         assert _ID.match(item.claim.id), item.claim.id
         assert item.claim.id.split(".")[0] == item.path.parent.name, item.claim.id
+
+
+def test_claim_objects_are_named_after_their_id(collected):
+    """One naming rule: the module constant is the id's last part in upper case."""
+    for item in collected:
+        c = item.claim
+        module = sys.modules[c.checks[0].run.__module__]
+        names = [n for n, v in vars(module).items() if v is c]
+        if Path(module.__file__).resolve() == item.path.resolve():
+            assert names == [c.id.split(".")[-1].upper()], (c.id, names)
