@@ -57,7 +57,7 @@ def _z3_binary_tv() -> CheckResult:
 
     p, m = sp.symbols("p0:4", real=True), sp.symbols("m0:4", real=True)
     return from_proof(
-        prove(
+        lambda: prove(
             binary_tv(m[0], p[0]) <= tv(m, p),
             [*p, *m],
             assumptions=[*simplex(p), *simplex(m)],
@@ -143,7 +143,9 @@ def _z3_topk_tv() -> CheckResult:
     p, m = sp.symbols("p0:5", real=True), sp.symbols("m0:5", real=True)
     coarse = tv([m[0], m[1], m[2] + m[3] + m[4]], [p[0], p[1], p[2] + p[3] + p[4]])
     return from_proof(
-        prove(coarse <= tv(m, p), [*p, *m], assumptions=[*simplex(p), *simplex(m)]),
+        lambda: prove(
+            coarse <= tv(m, p), [*p, *m], assumptions=[*simplex(p), *simplex(m)]
+        ),
         "top-K TV (Eq. 15; S = {0, 1}, tail {2, 3, 4}) <= TV, open simplex, V = 5",
     )
 

@@ -312,7 +312,7 @@ def _z3_gate() -> CheckResult:
     eq12 = eq12_masked(sym_abs(p - q), p, q, a, d)
     survey = survey_masked(p, q, a, d)
     return from_proof(
-        prove(
+        lambda: prove(
             sp.And(sp.Implies(eq12, survey), sp.Implies(survey, eq12)),
             [p, q, a, d],
             assumptions=[p > 0, p <= 1, q > 0, q <= 1, d >= 0],

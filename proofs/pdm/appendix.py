@@ -102,7 +102,7 @@ def _z3_binary() -> CheckResult:
         sp.Implies(sp.Eq(two, 0), sp.Eq(p[0], m)),
     )
     return from_proof(
-        prove(claim, [*p, m], assumptions=[*simplex(p), m > 0, m < 1]),
+        lambda: prove(claim, [*p, m], assumptions=[*simplex(p), m > 0, m < 1]),
         "both binary rates have the sign of pi_k - mu_k (= sign(r - 1)), "
         "open simplex, V = 3",
     )

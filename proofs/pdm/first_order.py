@@ -152,7 +152,7 @@ def _z3_popoviciu() -> CheckResult:
         - sum(p[i] * x[i] for i in range(3)) ** 2
     )
     return from_proof(
-        prove(
+        lambda: prove(
             sp.And(var >= 0, var <= (x[2] - x[0]) ** 2 / 4),
             [*p, *x],
             assumptions=[*simplex(p), x[0] <= x[1], x[1] <= x[2]],

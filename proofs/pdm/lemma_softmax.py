@@ -74,7 +74,7 @@ def _z3() -> object:
 
     p = sp.symbols("p0:4", real=True)
     return from_proof(
-        prove(rate_k_factored(p, 0) > 0, p, assumptions=simplex(p)),
+        lambda: prove(rate_k_factored(p, 0) > 0, p, assumptions=simplex(p)),
         "pi_k((1-pi_k)^2 + sum_{i!=k} pi_i^2) > 0 on the open simplex, V = 4",
     )
 
