@@ -1,13 +1,26 @@
 """A small claims file to copy: two facts about softmax, each checked two ways.
 
 Run it with ``theorycheck prove examples/claims``. Each module-level ``Claim`` is
-collected; its status is computed from its checks (never written by hand).
+collected; its status is computed from its checks (never written by hand), and read
+with its ``kind`` (an equation, a proposition, ...) it is a verdict such as "fails as
+stated". Every check runs in float64 (scoped).
 """
 
 import numpy as np
 import sympy as sp
 
-from theorycheck.claims import Check, CheckResult, Claim, Correction, Method, Outcome
+from theorycheck.claims import (
+    Check,
+    CheckResult,
+    Claim,
+    Correction,
+    Kind,
+    Method,
+    Outcome,
+    failed,
+    from_proof,
+    undecided,
+)
 
 
 def _symbolic_gradient() -> CheckResult:
@@ -45,11 +58,15 @@ def _finite_differences(quick: bool = False) -> CheckResult:
     )
 
 
-GRADIENT = Claim(
+LOG_SOFTMAX_GRADIENT = Claim(
     id="example.log_softmax_gradient",
     source="textbook softmax calculus",
     provenance="DERIVED",
     statement="d log softmax(z)_k / d z_j = 1[j = k] - softmax(z)_j",
+    quote="d log pi_k / d z_j = 1[j = k] - pi_j",
+    location="softmax calculus",
+    kind=Kind.EQUATION,
+    assumptions=("pi = softmax(z), finite logits",),
     checks=(
         Check("sympy identity, V = 3", Method.SYMBOLIC, _symbolic_gradient),
         Check("finite differences, V = 5", Method.NUMERIC, _finite_differences),
@@ -62,12 +79,11 @@ def _max_prob_bound(quick: bool = False) -> CheckResult:
     z = np.array([3.0, 0.0, 0.0])
     p = np.exp(z) / np.exp(z).sum()
     if p.max() > 0.5:
-        return CheckResult(
-            Outcome.FAIL,
+        return failed(
             f"softmax({z.tolist()}) has max {p.max():.4f} > 1/2",
             counterexample={"z": z.tolist(), "max_prob": float(p.max())},
         )
-    return CheckResult(Outcome.UNKNOWN, "no counterexample at this point")
+    return undecided("no counterexample at this point")
 
 
 def _z3_max_below_one() -> CheckResult:
@@ -79,8 +95,7 @@ def _z3_max_below_one() -> CheckResult:
         p,
         assumptions=[*(x > 0 for x in p), sp.Eq(sum(p), 1)],
     )
-    outcome = Outcome.PASS if res.status == "proved" else Outcome.UNKNOWN
-    return CheckResult(outcome, f"z3 over the open simplex, V = 3: {res.status}")
+    return from_proof(res, "every p_0 < 1 on the open simplex, V = 3")
 
 
 def _sampled_below_one(quick: bool = False) -> CheckResult:
@@ -95,11 +110,15 @@ def _sampled_below_one(quick: bool = False) -> CheckResult:
     )
 
 
-MAX_PROB = Claim(
+MAX_PROB_AT_MOST_HALF = Claim(
     id="example.max_prob_at_most_half",
     source="a deliberately wrong statement, to show a failing claim",
     provenance="INFERRED",
     statement="every softmax probability is at most 1/2",
+    quote="every softmax probability is at most 1/2",
+    location="(made up)",
+    kind=Kind.PROPOSITION,
+    assumptions=("finite logits, V = 3",),
     checks=(Check("brute force at z = (3, 0, 0)", Method.NUMERIC, _max_prob_bound),),
     correction=Correction(
         statement="every softmax probability is strictly below 1 (finite logits)",

@@ -16,17 +16,20 @@ import random
 
 import numpy as np
 import sympy as sp
-from _dppo_common import SOURCE, kl_terms, random_pairs, simplex, sym_abs, x64
 
 from theorycheck.claims import (
     Check,
     CheckResult,
     Claim,
+    Kind,
     Method,
-    Outcome,
+    failed,
     from_proof,
+    passed,
     sympy_identity,
 )
+
+from ._common import SOURCE, kl_terms, random_pairs, simplex, sym_abs, x64
 
 
 def _positive_points(*symbols):
@@ -54,7 +57,7 @@ def _z3_binary_tv() -> CheckResult:
 
     p, m = sp.symbols("p0:4", real=True), sp.symbols("m0:4", real=True)
     return from_proof(
-        prove(
+        lambda: prove(
             binary_tv(m[0], p[0]) <= tv(m, p),
             [*p, *m],
             assumptions=[*simplex(p), *simplex(m)],
@@ -97,23 +100,29 @@ def _numeric_binary(quick: bool = False) -> CheckResult:
         )
         worst = min(worst, *gaps)
         if min(gaps) < -1e-12:
-            return CheckResult(
-                Outcome.FAIL,
+            return failed(
                 f"binary divergence exceeds the full one by {-min(gaps):.3g}",
                 counterexample={"mu": mi.tolist(), "logits": zi.tolist(), "k": int(ki)},
             )
-    return CheckResult(
-        Outcome.PASS,
+    return passed(
         f"theorycheck.numeric: full - binary >= 0 for KL and TV at {n} points, V = 500 "
         f"(smallest gap {worst:.3g})",
         data={"points": n, "smallest_gap": worst},
     )
 
 
-BINARY_LOWER_BOUND = Claim(
+BINARY_DIVERGENCE_LOWER_BOUND = Claim(
     id="dppo.binary_divergence_lower_bound",
     source=f"{SOURCE}, §3.5, Eq. (13)-(14); proof in App. C (NOT FOUND)",
     provenance="PAPER",
+    quote=(
+        "D_Bin_TV(t) = |mu(a_t|s_t) - pi(a_t|s_t)| (13); D_Bin_KL(t) = mu_k "
+        "log(mu_k/pi_k) + (1 - mu_k) log((1 - mu_k)/(1 - pi_k)) (14); both are lower "
+        "bounds of the true divergence (proof in App. C, NOT FOUND)."
+    ),
+    location="§3.5, Eqs. (13)-(14); App. C",
+    kind=Kind.PROPOSITION,
+    assumptions=("pi_k > 0 wherever mu_k > 0 (finite KL)",),
     statement=(
         "The binary divergences never exceed the full ones: |mu_k - pi_k| <= "
         "TV(mu, pi) and KL(Bern(mu_k) || Bern(pi_k)) <= KL(mu || pi)."
@@ -134,7 +143,9 @@ def _z3_topk_tv() -> CheckResult:
     p, m = sp.symbols("p0:5", real=True), sp.symbols("m0:5", real=True)
     coarse = tv([m[0], m[1], m[2] + m[3] + m[4]], [p[0], p[1], p[2] + p[3] + p[4]])
     return from_proof(
-        prove(coarse <= tv(m, p), [*p, *m], assumptions=[*simplex(p), *simplex(m)]),
+        lambda: prove(
+            coarse <= tv(m, p), [*p, *m], assumptions=[*simplex(p), *simplex(m)]
+        ),
         "top-K TV (Eq. 15; S = {0, 1}, tail {2, 3, 4}) <= TV, open simplex, V = 5",
     )
 
@@ -176,8 +187,7 @@ def _numeric_topk(quick: bool = False) -> CheckResult:
                 worst = min(worst, float(gap.min()))
                 if gap.min() < -1e-12:
                     i = int(np.argmin(gap))
-                    return CheckResult(
-                        Outcome.FAIL,
+                    return failed(
                         f"top-K {kind} exceeds the full one by {-gap[i]:.3g}",
                         counterexample={
                             "mu": mu[i].tolist(),
@@ -187,18 +197,32 @@ def _numeric_topk(quick: bool = False) -> CheckResult:
                             "support": support,
                         },
                     )
-    return CheckResult(
-        Outcome.PASS,
+    return passed(
         f"theorycheck.numeric: full - top-K >= 0 in {count} cases (KL and TV, K in "
         f"5/20, supports union and k_slots, V = 500; smallest gap {worst:.3g})",
         data={"cases": count, "smallest_gap": worst},
     )
 
 
-TOPK_LOWER_BOUND = Claim(
+TOPK_DIVERGENCE_LOWER_BOUND = Claim(
     id="dppo.topk_divergence_lower_bound",
     source=f"{SOURCE}, §3.5, Eq. (15)-(16); proof in App. C (NOT FOUND)",
     provenance="PAPER",
+    quote=(
+        "A'_t = TopK(mu(.|s_t), K) ∪ {a_t}, A''_t = A'_t ∪ {other}, p(other) = 1 - "
+        "sum_{a in A'_t} p(a); D_TopK_TV(t) = 1/2 sum_{a in A''_t} |p^mu(a) - p^pi(a)|"
+        " (15); D_TopK_KL(t) = sum_{a in A''_t} p^mu(a) log(p^mu(a)/p^pi(a)) (16); "
+        "lower bounds of the true divergence (proof in App. C, NOT FOUND)."
+    ),
+    location="§3.5, Eqs. (15)-(16); App. C",
+    kind=Kind.PROPOSITION,
+    assumptions=(
+        (
+            "support TopK(mu, K) plus the sampled token, one 'other' bucket (and the "
+            "official code's K-slot support)"
+        ),
+        "pi > 0 wherever mu > 0 (finite KL)",
+    ),
     statement=(
         "The top-K divergences (support TopK(mu, K) with k, plus one 'other' bucket) "
         "never exceed the full TV and KL."

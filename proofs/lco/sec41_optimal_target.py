@@ -12,9 +12,18 @@ from __future__ import annotations
 
 import numpy as np
 import sympy as sp
-from _lco_common import failed, passed, registry_fn, undecided
 
-from theorycheck.claims import Check, Claim, Method
+from theorycheck.claims import (
+    Check,
+    Claim,
+    Kind,
+    Method,
+    failed,
+    passed,
+    undecided,
+)
+
+from ._common import registry_fn
 
 
 def gibbs_candidate(old, adv, beta):
@@ -132,10 +141,22 @@ def optimal_numeric(*, quick: bool = False, candidate=None) -> object:
     )
 
 
-optimal_policy_closed_form = Claim(
+OPTIMAL_POLICY_CLOSED_FORM = Claim(
     id="lco.optimal_policy_closed_form",
     source="seed 004 (LCO), §4.1, Eq. (7); official code create_lco_log_target",
     provenance="DERIVED",
+    quote=(
+        'NOT FOUND (Eq. 7; research notes §2.2 DERIVED). Summaries: "Given the KL-'
+        "constrained RL objective, the optimal policy has a closed-form solution with "
+        'computable optimal logits based on advantage values"; the review: "pi* is '
+        'proportional to pi_old exp(A/beta)".'
+    ),
+    location="§4.1, Eq. (7)",
+    kind=Kind.EQUATION,
+    assumptions=(
+        "beta > 0",
+        "pi_old > 0 on the vocabulary",
+    ),
     statement=(
         "The maximiser of <pi, A> - beta KL(pi || pi_old) over the simplex is "
         "pi* = pi_old exp(A/beta)/Z, with logits z* = z_old + A/beta (up to a "

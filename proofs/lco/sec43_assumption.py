@@ -9,7 +9,8 @@ Taylor residual :math:`\rho = z_{\theta^*} - z_\theta - J(\theta^* - \theta)`,
     = \langle g, z_\theta - z_{\theta^*}\rangle + \langle g, \rho\rangle
 
 exactly (:math:`\nabla_\theta L = J^\top g`). Assumption 4.2 drops ρ. The paper's text
-is NOT FOUND; the identity is DERIVED here.
+is NOT FOUND; the identity is DERIVED here. The assumption is measured at two stated
+settings (its status says whether it holds there), not "corrected".
 """
 
 from __future__ import annotations
@@ -18,9 +19,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import sympy as sp
-from _lco_common import failed, passed, undecided
 
-from theorycheck.claims import Check, Claim, Correction, Method
+from theorycheck.claims import (
+    Check,
+    Claim,
+    Kind,
+    Method,
+    failed,
+    passed,
+    undecided,
+)
 from theorycheck.losses import LOSSES
 from theorycheck.symbolic import unfreeze
 
@@ -152,23 +160,53 @@ def identity_numeric(*, quick: bool = False) -> object:
             worst = max(worst, abs(lhs - logit - extra) / (1 + abs(lhs)))
             ratios.append(abs(extra) / max(abs(logit), 1e-300))
     if worst > 1e-10:
-        return failed(f"the decomposition is off by {worst:.3g}", {"max_error": worst})
-    return passed(
-        f"{len(ratios)} cases (3 losses): identity holds to {worst:.1g}; |<g, rho>| / "
-        f"|<g, z - z*>| ranges {min(ratios):.2g}..{max(ratios):.2g} at this distance",
-        max_error=worst,
-        residual_ratio=[min(ratios), max(ratios)],
+        return undecided(
+            f"the decomposition is off by {worst:.3g}: the residual is not measured",
+            max_error=worst,
+        )
+    line = (
+        f"tanh MLP 8 -> 16 -> 6, theta* - theta ~ 0.5 N(0, I), {len(ratios)} cases "
+        f"(3 losses): the identity holds to {worst:.1g}; |<g, rho>| / |<g, z - z*>| "
+        f"ranges {min(ratios):.2g}..{max(ratios):.2g}; the residual dominates in "
+        f"{sum(r >= 1 for r in ratios)} of {len(ratios)}"
     )
+    figures = {"max_error": worst, "residual_ratio": [min(ratios), max(ratios)]}
+    worst_case = int(np.argmax(ratios))
+    if ratios[worst_case] >= 1:
+        return failed(
+            line,
+            {"case": worst_case, "residual_ratio": ratios[worst_case]},
+            data=figures,
+        )
+    return passed(line, data=figures)
 
 
-assumption4_2_parameter_transfer = Claim(
+ASSUMPTION4_2_PARAMETER_TRANSFER = Claim(
     id="lco.assumption4_2_parameter_transfer",
     source="seed 004 (LCO), Assumption 4.2, Eqs. (14)-(15)",
     provenance="NOT FOUND",
     statement=(
-        "Logit-space directionality transfers to the parameters: <grad_z L, z_theta - "
-        "z_theta*> >= 0 implies <grad_theta L, theta - theta*> >= 0 (Assumption 4.2's "
-        "higher-order terms taken as negligible, not verified)."
+        "Assumption 4.2 at two stated settings: the first-order expansion z_theta* ~ "
+        "z_theta + J (theta* - theta) is good enough for logit-space directionality to "
+        "transfer to the parameters, i.e. the Taylor residual rho = z_theta* - "
+        "z_theta - J(theta* - theta) has |<grad_z L, rho>| < |<grad_z L, z_theta - "
+        "z_theta*>|. Settings: (a) the one-parameter model z(theta) = (theta(2 - "
+        "theta), 0), registry lco_mse, theta = 3/2, exact minimiser theta* = 2/5; "
+        "(b) a tanh MLP 8 -> 16 -> 6, the three LCO losses, theta* - theta ~ "
+        "0.5 N(0, I)."
+    ),
+    quote=(
+        "NOT FOUND (research notes §2). The review's paraphrase (major 2): \"The "
+        "first-order Taylor expansion z_theta* ~ z_theta + grad_theta z_theta^T "
+        "(theta* - theta) with negligible higher-order terms is an NTK-regime "
+        'condition"; the ledger: "First-order Taylor expansion of logits w.r.t. '
+        'parameters holds for near-optimal LLM parameters (Assumption 4.2)".'
+    ),
+    location="§4.3, Assumption 4.2, Eqs. (14)-(15)",
+    kind=Kind.ASSUMPTION,
+    assumptions=(
+        "measured at the stated settings (a) and (b), not for a real checkpoint "
+        "along a training run",
     ),
     objection=(
         "major 2: the first-order expansion of z in theta is asserted, not verified; "
@@ -177,18 +215,11 @@ assumption4_2_parameter_transfer = Claim(
     checks=(
         Check("exact, one-parameter model", Method.SYMBOLIC, transfer_symbolic),
         Check("float64 autodiff, same model", Method.NUMERIC, transfer_numeric),
-    ),
-    correction=Correction(
-        statement=(
-            "<grad_theta L, theta - theta*> = <grad_z L, z_theta - z_theta*> + <grad_z "
-            "L, rho> exactly, rho = z_theta* - z_theta - J(theta* - theta) the Taylor "
-            "residual: the sign transfers when |<grad_z L, rho>| < <grad_z L, z_theta "
-            "- z_theta*>, which Assumption 4.2 assumes (rho = 0) and experiments must "
-            "measure."
-        ),
-        checks=(
-            Check("sympy identity, toy model", Method.SYMBOLIC, identity_symbolic),
-            Check("float64 autodiff + jvp, tanh MLP", Method.NUMERIC, identity_numeric),
+        Check("sympy identity, toy model", Method.SYMBOLIC, identity_symbolic),
+        Check(
+            "float64 autodiff + jvp, tanh MLP: residual ratio",
+            Method.NUMERIC,
+            identity_numeric,
         ),
     ),
 )

@@ -21,9 +21,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import sympy as sp
-from _lco_common import failed, passed, undecided
 
-from theorycheck.claims import Check, Claim, Method
+from theorycheck.claims import (
+    Check,
+    Claim,
+    Kind,
+    Method,
+    failed,
+    passed,
+    undecided,
+)
 from theorycheck.losses import LOSSES
 from theorycheck.symbolic import logit_gradient, logit_hessian, unfreeze
 
@@ -160,10 +167,23 @@ def mse_symbolic(*, quick: bool = False, rate=rho_mse) -> object:
     )
 
 
-prop4_8_mse_linear_convergence = Claim(
+PROP4_8_MSE_LINEAR_CONVERGENCE = Claim(
     id="lco.prop4_8_mse_linear_convergence",
     source="seed 004 (LCO), Prop. 4.8, Eq. (19), Appendix H.1",
     provenance="NOT FOUND",
+    quote=(
+        "NOT FOUND (Prop. 4.8 / Eq. 19; the constant rho_MSE NOT FOUND). The review: "
+        '"under an NTK-style linearity assumption ... linear convergence for LCO-'
+        'MSE/LCH (Props. 4.8-4.9)"; "derived for a fixed optimal target z* = z_old + '
+        'A/beta".'
+    ),
+    location="§4.3, Prop. 4.8, Eq. (19); Appendix H.1",
+    kind=Kind.PROPOSITION,
+    assumptions=(
+        "a fixed target z* = z_old + A/beta",
+        "Assumption 4.2 (linear model), J full row rank",
+        "eta small enough that rho_MSE < 1",
+    ),
     statement=(
         "Prop. 4.8: with a fixed target z* = z_old + A/beta, the linearised model "
         "(Assumption 4.2, J full row rank) and eta small enough that rho_MSE < 1, GD "
@@ -256,10 +276,22 @@ def lch_symbolic(*, quick: bool = False) -> object:
     )
 
 
-prop4_9_lch_linear_convergence = Claim(
+PROP4_9_LCH_LINEAR_CONVERGENCE = Claim(
     id="lco.prop4_9_lch_linear_convergence",
     source="seed 004 (LCO), Prop. 4.9, Eq. (20), Appendix H",
     provenance="NOT FOUND",
+    quote=(
+        '"for small eta such that rho_LCH < 1, gradient descent on L_LCO-LCH converges'
+        ' linearly: L_LCO-LCH(theta_k) <= 1/(2|V|) rho_LCH^(2k) ||A||^2/beta^2 (20)" '
+        "(the seed's extracted text; rho_LCH itself NOT FOUND)."
+    ),
+    location="§4.3, Prop. 4.9, Eq. (20); Appendix H",
+    kind=Kind.PROPOSITION,
+    assumptions=(
+        "a fixed target z* = z_old + A/beta",
+        "Assumption 4.2 (linear model)",
+        "eta small enough that rho_LCH < 1",
+    ),
     statement=(
         "Prop. 4.9: with a fixed target, the linearised model and small eta (rho_LCH < "
         "1), GD on LCO-LCH converges linearly: L(theta_k) <= rho_LCH^(2k) ||A||^2/(2 V "

@@ -11,22 +11,28 @@ from __future__ import annotations
 
 import numpy as np
 import sympy as sp
-from _lco_common import (
-    TOL,
+
+from theorycheck.claims import (
+    Check,
+    Claim,
+    Kind,
+    Method,
     failed,
-    min_curvature,
     passed,
+    undecided,
+)
+from theorycheck.losses import LOSSES
+
+from ._common import (
+    TOL,
+    min_curvature,
     probability_hessian,
     rational_point,
     registry_fn,
     second_difference,
-    undecided,
     variance_gap,
     z3_psd,
 )
-
-from theorycheck.claims import Check, Claim, Method
-from theorycheck.losses import LOSSES
 
 LCO_FORMS = (
     "lco_mse",
@@ -101,10 +107,17 @@ def sft_numeric(*, quick: bool = False, fn=None) -> object:
     )
 
 
-sft_logits_convex = Claim(
+SFT_LOGITS_CONVEX = Claim(
     id="lco.sft_logits_convex",
     source="seed 004 (LCO), §4.3: SFT's NLL is logits-convex",
     provenance="DERIVED",
+    quote=(
+        "NOT FOUND (research notes §2.5 DERIVED). The review: \"The paper proves SFT's "
+        'NLL loss is logits-convex".'
+    ),
+    location="§4.3",
+    kind=Kind.PROPOSITION,
+    assumptions=("convexity in the usual sense: the logit Hessian PSD at every z",),
     statement=(
         "The SFT loss -log pi_k(z) has logit Hessian diag(pi) - pi pi^T, PSD for every "
         "z (paper text NOT FOUND; the derived statement is the spec)."
@@ -209,10 +222,21 @@ def lco_numeric(*, quick: bool = False, forms=LCO_FORMS, sign: float = 1.0) -> o
     )
 
 
-lco_losses_logits_convex = Claim(
+LCO_LOSSES_LOGITS_CONVEX = Claim(
     id="lco.lco_losses_logits_convex",
     source="seed 004 (LCO), Lemma 4.6",
     provenance="NOT FOUND",
+    quote=(
+        'NOT FOUND (Lemma 4.6; research notes §2.5 DERIVED). The review: "the LCO '
+        'losses (MSE, log-cosh, forward KL) are all logits-convex"; "The LCO losses '
+        'are convex by design (Lemma 4.6)".'
+    ),
+    location="§4.3, Lemma 4.6",
+    kind=Kind.LEMMA,
+    assumptions=(
+        "a fixed target (z* or pi* held constant)",
+        "sparse and dense advantages; the paper forms and the official code's forms",
+    ),
     statement=(
         "Lemma 4.6: LCO-MSE, LCO-LCH and LCO-KLD are logits-convex (paper forms and "
         "the official code's forms, sparse and dense advantages); paper text NOT "

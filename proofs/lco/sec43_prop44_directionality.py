@@ -10,10 +10,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import sympy as sp
-from _lco_common import PAPER_FORMS, failed, linear_loss, passed, undecided
 
-from theorycheck.claims import Check, Claim, Correction, Method, seeded_settings
+from theorycheck.claims import (
+    Check,
+    Claim,
+    Correction,
+    Kind,
+    Method,
+    failed,
+    passed,
+    seeded_settings,
+    undecided,
+)
 from theorycheck.formal import prove
+
+from ._common import PAPER_FORMS, linear_loss
 
 # --- Prop. 4.4 ------------------------------------------------------------------------
 
@@ -124,10 +135,25 @@ def directionality_property(*, quick: bool = False, slack: float = 1.0) -> objec
     )
 
 
-prop4_4_gradient_directionality = Claim(
+PROP4_4_GRADIENT_DIRECTIONALITY = Claim(
     id="lco.prop4_4_gradient_directionality",
     source="seed 004 (LCO), Prop. 4.4, Eq. (15), Assumption 4.2",
     provenance="NOT FOUND",
+    quote=(
+        'NOT FOUND (Prop. 4.4 / Eq. 15). The review: "via a local first-order Taylor '
+        "expansion of logits in the parameters, logits convexity transfers to a non-"
+        "negative inner product between the parameter-space gradient and the "
+        'displacement toward near-optimal parameters"; "The authors define Theta* = '
+        '{theta* : L(z_theta*) - L* < eps}, i.e., theta* is only near-optimal" (major '
+        "3)."
+    ),
+    location="§4.3, Prop. 4.4, Eq. (15)",
+    kind=Kind.PROPOSITION,
+    assumptions=(
+        "Assumption 4.2 holds exactly (z = z0 + J theta)",
+        "a logits-convex loss",
+        "theta* in Theta* = {L(z_theta*) - L* < eps}",
+    ),
     statement=(
         "Prop. 4.4: for a logits-convex loss and theta* in Theta* = {L(z_theta*) - L* "
         "< eps}, under Assumption 4.2 <grad_theta L(z_theta), theta - theta*> >= 0."

@@ -11,10 +11,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import sympy as sp
-from _lco_common import PAPER_FORMS, failed, linear_loss, passed, undecided
 
-from theorycheck.claims import Check, Claim, Correction, Method, seeded_settings
+from theorycheck.claims import (
+    Check,
+    Claim,
+    Correction,
+    Kind,
+    Method,
+    failed,
+    passed,
+    seeded_settings,
+    undecided,
+)
 from theorycheck.losses import LOSSES
+
+from ._common import PAPER_FORMS, linear_loss
 
 # --- Prop. 4.7 ------------------------------------------------------------------------
 
@@ -178,10 +189,22 @@ def bound_symbolic(*, quick: bool = False) -> object:
     )
 
 
-prop4_7_gradient_norm_bounds = Claim(
+PROP4_7_GRADIENT_NORM_BOUNDS = Claim(
     id="lco.prop4_7_gradient_norm_bounds",
     source="seed 004 (LCO), Prop. 4.7, Eqs. (16)-(18)",
     provenance="NOT FOUND",
+    quote=(
+        'NOT FOUND (Prop. 4.7 / Eqs. 16-18). The review (major 5): "The bounds in Eqs.'
+        " (16)-(18) are upper bounds involving sigma_max ... The statement that "
+        "gradient norms 'scale with remaining error and diminish progressively' "
+        'therefore requires an additional assumption that sigma_max remains bounded."'
+    ),
+    location="§4.3, Prop. 4.7, Eqs. (16)-(18)",
+    kind=Kind.PROPOSITION,
+    assumptions=(
+        "the bounds carry sigma_max of dz/dtheta (research notes §2.5, INFERRED)",
+        "no bound on sigma_max assumed",
+    ),
     statement=(
         "Prop. 4.7 as used in §4.3: the LCO losses' parameter-gradient norms are "
         "bounded by functions of the loss that vanish with it, so gradient norms "

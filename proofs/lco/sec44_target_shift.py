@@ -19,9 +19,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import sympy as sp
-from _lco_common import failed, passed, undecided
 
-from theorycheck.claims import Check, Claim, Correction, Method
+from theorycheck.claims import (
+    Check,
+    Claim,
+    Correction,
+    Kind,
+    Method,
+    failed,
+    passed,
+    undecided,
+)
 from theorycheck.losses import LOSSES, estimate_vocab_adv
 
 BETA = 2.0
@@ -196,10 +204,26 @@ def correction_numeric(*, quick: bool = False) -> object:
     )
 
 
-target_shift_mean_zero = Claim(
+TARGET_SHIFT_MEAN_ZERO = Claim(
     id="lco.target_shift_mean_zero",
     source="seed 004 (LCO), §4.4, Eq. (11), Table 5",
     provenance="NOT FOUND",
+    quote=(
+        "NOT FOUND (§4.4's text). As the review quotes it (minor 5): \"in modern "
+        "reinforcement learning practice, it is standard to employ advantage "
+        'normalization at each time step"; the review (major 4): the zero shift z* = '
+        "z_old + A/beta is justified as the minimiser of the convergence bound because "
+        "advantage normalisation makes the mean of A over the vocabulary zero."
+    ),
+    location="§4.4, Eq. (11), Table 5",
+    kind=Kind.PROPOSITION,
+    assumptions=(
+        (
+            "the advantage estimators the paper uses, including the sparse sampled-"
+            "action one (Eq. 11, Table 5)"
+        ),
+        "the initial logit discrepancy of LCO-MSE / LCH",
+    ),
     statement=(
         "§4.4: with advantage normalisation the advantages have mean zero over the "
         "vocabulary, so the zero shift z* = z_old + A/beta minimises the initial "

@@ -20,9 +20,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import sympy as sp
-from _lco_common import failed, passed, undecided
 
-from theorycheck.claims import Check, Claim, Correction, Method
+from theorycheck.claims import (
+    Check,
+    Claim,
+    Correction,
+    Kind,
+    Method,
+    failed,
+    passed,
+    undecided,
+)
 from theorycheck.losses import LOSSES
 from theorycheck.symbolic import logit_gradient, unfreeze
 
@@ -140,7 +148,7 @@ def correction_simulation(*, quick: bool = False) -> object:
     )
 
 
-deployed_target_moves = Claim(
+DEPLOYED_TARGET_MOVES = Claim(
     id="lco.deployed_target_moves",
     source="seed 004 (LCO), §6.1 vs §4.3 / Appendix H.1; official code trainer_lco.py",
     provenance="CODE",
@@ -148,6 +156,20 @@ deployed_target_moves = Claim(
         "The deployed LCO (the official code's target sg(z) + A/beta_eff, re-anchored "
         "at every step) enjoys the fixed-target guarantees of Props. 4.8-4.9: repeated "
         "gradient steps drive its loss to 0."
+    ),
+    quote=(
+        "Extension, a reading the paper does not make: Props. 4.8-4.9 are proved for "
+        'a fixed z_old (review, major 1: Appendix H.1 "explicitly identifies z_old as '
+        "'the initial logits'\"), while §6.1 says LCO \"facilitates a dynamic "
+        'optimization process that continuously aligns with evolving targets"; the '
+        "official code's target is sg(z) + A/beta_eff (research notes §2.3, CODE)."
+    ),
+    location="§6.1 vs §4.3 / Appendix H.1; trainer_lco.py",
+    kind=Kind.EXTENSION,
+    extends="lco.prop4_8_mse_linear_convergence",
+    assumptions=(
+        "the official code's re-anchored target sg(z) + A/beta_eff (registry "
+        "lco_mse_code / lco_lch_code), dense advantage, V = 5, beta = 2",
     ),
     objection=(
         "major 1: the proofs fix z_old; the experiments align with evolving targets, "

@@ -19,24 +19,28 @@ import random
 
 import numpy as np
 import sympy as sp
-from _pdm_common import (
+
+from theorycheck.claims import (
+    Check,
+    CheckResult,
+    Claim,
+    Kind,
+    Method,
+    Outcome,
+    compare,
+    failed,
+    from_proof,
+    passed,
+    sympy_identity,
+)
+
+from ._common import (
     SOURCE,
     random_points,
     rational_points,
     simplex,
     softmax,
     x64,
-)
-
-from theorycheck.claims import (
-    Check,
-    CheckResult,
-    Claim,
-    Method,
-    Outcome,
-    compare,
-    from_proof,
-    sympy_identity,
 )
 
 
@@ -98,7 +102,7 @@ def _z3_binary() -> CheckResult:
         sp.Implies(sp.Eq(two, 0), sp.Eq(p[0], m)),
     )
     return from_proof(
-        prove(claim, [*p, m], assumptions=[*simplex(p), m > 0, m < 1]),
+        lambda: prove(claim, [*p, m], assumptions=[*simplex(p), m > 0, m < 1]),
         "both binary rates have the sign of pi_k - mu_k (= sign(r - 1)), "
         "open simplex, V = 3",
     )
@@ -140,13 +144,11 @@ def _numeric_binary(quick: bool = False) -> CheckResult:
     if result.outcome is not Outcome.PASS:
         return result
     if same != n:
-        return CheckResult(
-            Outcome.FAIL,
+        return failed(
             f"predictive and DPPO binary-KL masks differ on {n - same} of {n} points",
             counterexample={"points_differing": n - same},
         )
-    return CheckResult(
-        Outcome.PASS,
+    return passed(
         f"{result.detail}; predictive mask on binary KL = DPPO binary-KL mask on all "
         f"{n} points ({masked} of them masked; delta = 0.05, A = +-1)",
         data={**result.data, "mask_agreement": same, "masked": masked},
@@ -157,6 +159,19 @@ BINARY_REDUCTION = Claim(
     id="pdm.binary_reduction",
     source=f"{SOURCE}, Appendix C (research notes §1.9)",
     provenance="NOT FOUND",
+    quote=(
+        'NOT FOUND (Appendix C; research notes §1.9, DERIVED/INFERRED): "Ddot_bin = 2 '
+        "(1 - pi_k)(pi_k - mu_k) ... under the binary reduction the predictive "
+        "direction coincides with PPO/DPPO's ratio direction, and the predictive mask "
+        'reduces to the DPPO-Binary-KL mask". The review: "the binary-KL reduction '
+        'check (Appendix C)".'
+    ),
+    location="Appendix C",
+    kind=Kind.PROPOSITION,
+    assumptions=(
+        "forward KL",
+        "the two-category distribution {k, rest}",
+    ),
     statement=(
         "Under the binary reduction {k, rest}, Ḋ = 2(1 - pi_k)(pi_k - mu_k); the "
         "binary KL of the full pi moves along v at "
@@ -249,6 +264,17 @@ TV_EXTENSION = Claim(
     source=f"{SOURCE}, Appendix D, Eq. (34) (quoted in the seed's extracted text; "
     "research notes §1.10 list it NOT FOUND)",
     provenance="PAPER",
+    quote=(
+        '"On any fixed support, Lemma 4 gives the directional derivative of TV along '
+        "the unit policy-gradient direction: Ḋ_TV = -1/2 sum_i s_i pi_i (v_i - sum_j "
+        "pi_j v_j), where s_i = sign(mu_i - pi_i). (34)\" (the seed's extracted text)."
+    ),
+    location="Appendix D, Eq. (34)",
+    kind=Kind.EQUATION,
+    assumptions=(
+        "a fixed support",
+        "no pi_i = mu_i (TV differentiable there)",
+    ),
     statement=(
         "Where no pi_i = mu_i, the TV divergence moves along v = e_k - pi at "
         "Ḋ_TV = -1/2 sum_i s_i pi_i (v_i - sum_j pi_j v_j), s_i = sign(mu_i - pi_i) "

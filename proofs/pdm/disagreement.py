@@ -15,9 +15,18 @@ from fractions import Fraction
 
 import numpy as np
 import sympy as sp
-from _pdm_common import SOURCE, precision_pair, simplex, x64
 
-from theorycheck.claims import Check, CheckResult, Claim, Method, Outcome
+from theorycheck.claims import (
+    Check,
+    CheckResult,
+    Claim,
+    Kind,
+    Method,
+    Outcome,
+    undecided,
+)
+
+from ._common import SOURCE, precision_pair, simplex, x64
 
 
 def ddot_kl(mu, pi, k):
@@ -42,9 +51,7 @@ def _z3_witness() -> CheckResult:
     agree = (p[0] - m[0]) * ddot_kl(m, p, 0) >= 0
     res = prove(agree, [*p, *m], assumptions=[*simplex(p), *simplex(m)])
     if res.status != "refuted":
-        return CheckResult(
-            Outcome.UNKNOWN, f"z3 found no disagreement ({res.status}): {res.detail}"
-        )
+        return undecided(f"z3 found no disagreement ({res.status}): {res.detail}")
     pt = {s: Fraction(res.counterexample[s.name]) for s in [*p, *m]}
     pv, mv = [pt[s] for s in p], [pt[s] for s in m]
     local, dd = pv[0] - mv[0], ddot_kl(mv, pv, 0)
@@ -115,6 +122,17 @@ SIGN_DISAGREEMENT_EXISTS = Claim(
     id="pdm.sign_disagreement_exists",
     source=f"{SOURCE}, abstract and §4.2 (research notes §1.1, §1.11)",
     provenance="PAPER",
+    quote=(
+        '"We observe that this ratio-based direction criterion is a single-sample '
+        "proxy that can disagree in sign with the change of the divergence that "
+        'defines the proximity criterion." (abstract)'
+    ),
+    location="abstract; §4.2",
+    kind=Kind.PROPOSITION,
+    assumptions=(
+        "forward KL, v = e_k - pi",
+        "mu_k > 0",
+    ),
     statement=(
         "The ratio direction sign(A (r - 1)) and the divergence direction sign(A Ḋ) "
         "(forward KL, v = e_k - pi) can disagree; on real next-token distributions "

@@ -3,8 +3,8 @@ r"""Remark 2: when does the first-order sign of Ḋ predict the realized change 
 Along the line :math:`z(t) = z + t v` (v = e_k - pi held fixed), a step of size eta on
 :math:`\hat A\,w\log\pi_k` has :math:`t = \eta\hat A w`. Remark 2's text is NOT FOUND;
 the seed's reading is that the O(eta^2) remainder does not flip the sign and that the
-mask needs neither eta nor |r|. Checked here as stated (any t), it fails; the
-correction is the first-order radius (``theorycheck.numeric.first_order_radius``):
+mask needs neither eta nor |r|. As stated, under its small-step premise, it holds with
+the first-order radius (``theorycheck.numeric.first_order_radius``):
 
 .. math::
     |t| < \rho:\ \mathrm{sign}(\Delta D) = \mathrm{sign}(t\dot D), \quad
@@ -14,15 +14,33 @@ correction is the first-order radius (``theorycheck.numeric.first_order_radius``
 
 and, for forward KL only, convexity along the line (:math:`D'' = \mathrm{Var}_\pi(v)
 \ge 0`) makes every predicted increase right at every t. TV is not convex along v.
+Read "at any step" (an extension) it fails; the premise itself is measured on SmolLM2
+at the paper's learning rate (an assumption claim).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import sympy as sp
-from _pdm_common import (
+
+from theorycheck.claims import (
+    Check,
+    CheckResult,
+    Claim,
+    Kind,
+    Method,
+    failed,
+    from_proof,
+    passed,
+    sympy_identity,
+    undecided,
+)
+
+from ._common import (
+    PAPER_LR,
     SOURCE,
     ddot_of,
+    premise_steps,
     random_points,
     rational_points,
     recheck,
@@ -30,17 +48,6 @@ from _pdm_common import (
     simplex,
     softmax,
     x64,
-)
-
-from theorycheck.claims import (
-    Check,
-    CheckResult,
-    Claim,
-    Correction,
-    Method,
-    Outcome,
-    from_proof,
-    sympy_identity,
 )
 
 
@@ -54,8 +61,7 @@ def _kl_decrease_flips(quick: bool = False) -> CheckResult:
         for t in (1.0, 2.0, 4.0, 8.0, 16.0, 32.0):
             pred, real = recheck(mi, zi, ki, t, "kl")
             if pred < 0 and real > 0:
-                return CheckResult(
-                    Outcome.FAIL,
+                return failed(
                     f"KL: a predicted decrease t*Ḋ = {pred:.4g} is realized as an "
                     f"increase ΔD = {real:.4g} at t = {t:g} (re-checked at 50 digits)",
                     counterexample={
@@ -68,7 +74,7 @@ def _kl_decrease_flips(quick: bool = False) -> CheckResult:
                         "realized": real,
                     },
                 )
-    return CheckResult(Outcome.UNKNOWN, "no KL sign flip found on 50 points, t <= 32")
+    return undecided("no KL sign flip found on 50 points, t <= 32")
 
 
 #: The TV point of README Finding 2 (random search; logits and behavior log-probs).
@@ -87,8 +93,7 @@ def _tv_increase_flips() -> CheckResult:
     k, t = TV_POINT["k"], TV_POINT["t"]
     pred, real = recheck(mu, z, k, t, "tv")
     if pred > 0 and real < 0:
-        return CheckResult(
-            Outcome.FAIL,
+        return failed(
             f"TV: a predicted increase t*Ḋ = {pred:.4g} is realized as a decrease "
             f"ΔD = {real:.4g} at t = {t:g} (re-checked at 50 digits)",
             counterexample={
@@ -101,9 +106,7 @@ def _tv_increase_flips() -> CheckResult:
                 "realized": real,
             },
         )
-    return CheckResult(
-        Outcome.UNKNOWN, f"TV point did not flip: {pred:.3g}, {real:.3g}"
-    )
+    return undecided(f"TV point did not flip: {pred:.3g}, {real:.3g}")
 
 
 # --- the correction ------------------------------------------------------------------
@@ -149,7 +152,7 @@ def _z3_popoviciu() -> CheckResult:
         - sum(p[i] * x[i] for i in range(3)) ** 2
     )
     return from_proof(
-        prove(
+        lambda: prove(
             sp.And(var >= 0, var <= (x[2] - x[0]) ** 2 / 4),
             [*p, *x],
             assumptions=[*simplex(p), x[0] <= x[1], x[1] <= x[2]],
@@ -178,8 +181,7 @@ def _numeric_radius(quick: bool = False) -> CheckResult:
                     pred, real = recheck(mi, zi, ki, t, kind)
                     checked += 1
                     if np.sign(pred) != np.sign(real):
-                        return CheckResult(
-                            Outcome.FAIL,
+                        return failed(
                             f"{kind}: inside the radius the sign flipped",
                             counterexample={
                                 "kind": kind,
@@ -197,8 +199,7 @@ def _numeric_radius(quick: bool = False) -> CheckResult:
             if pred > 0:
                 increases += 1
                 if real < pred * (1 - 1e-12):  # convexity: ΔD >= tḊ
-                    return CheckResult(
-                        Outcome.FAIL,
+                    return failed(
                         "KL: a predicted increase was not realized",
                         counterexample={
                             "mu": mi.tolist(),
@@ -209,8 +210,7 @@ def _numeric_radius(quick: bool = False) -> CheckResult:
                             "realized": real,
                         },
                     )
-    return CheckResult(
-        Outcome.PASS,
+    return passed(
         f"no sign flip at {checked} steps |t| = f*rho (f in [0.02, 0.98], KL and TV, "
         f"V = 6), and ΔD >= tḊ at all {increases} KL predicted increases with "
         "|t| <= 40 "
@@ -219,20 +219,115 @@ def _numeric_radius(quick: bool = False) -> CheckResult:
     )
 
 
+def _premise_rows(quick):
+    rows = premise_steps(quick)
+    setting = (
+        f"SmolLM2-135M, {len(rows)} tokens of the measurement text, one token per "
+        f"update, Adam's first step at lr = {PAPER_LR:g} on the last 2 blocks + final "
+        "norm (float64), mu = the bfloat16 forward"
+    )
+    return rows, setting
+
+
+def _premise_measured(quick: bool = False) -> CheckResult:
+    rows, setting = _premise_rows(quick)
+    flips = [r for r in rows if np.sign(r["first_order"]) != np.sign(r["realized"])]
+    agree = sum(np.sign(r["mask_prediction"]) == np.sign(r["realized"]) for r in rows)
+    figures = {
+        "setting": setting,
+        "tokens": len(rows),
+        "sign_flips": len(flips),
+        "mask_sign_agreement": int(agree),
+        "max_logit_change": max(r["logit_change_max"] for r in rows),
+        "median_divergence": float(np.median([r["divergence"] for r in rows])),
+    }
+    line = (
+        f"{setting}: the remainder flips sign(<grad_z D, Δz>) vs the realized ΔD on "
+        f"{len(flips)} of {len(rows)} tokens (max |Δz| "
+        f"{figures['max_logit_change']:.3g}, median D "
+        f"{figures['median_divergence']:.2g}); the mask's A·Ḋ has the realized "
+        f"sign on {agree} of {len(rows)}"
+    )
+    confirmed = [
+        r for r in flips if np.sign(r["realized_50"]) == np.sign(r["realized"])
+    ]
+    if confirmed:
+        return failed(line, counterexample=confirmed[0], data=figures)
+    if flips:
+        return undecided(line + " (a flip did not survive 50 digits)", data=figures)
+    return passed(line, data=figures)
+
+
+def _premise_certified(quick: bool = False) -> CheckResult:
+    rows, setting = _premise_rows(quick)
+    sure = [r for r in rows if abs(r["first_order"]) > r["remainder_bound"]]
+    line = (
+        f"{setting}: Popoviciu's bound |ΔD - <grad_z D, Δz>| <= (max Δz - min Δz)^2/8 "
+        f"certifies the first-order sign on {len(sure)} of {len(rows)} tokens"
+    )
+    data = {"setting": setting, "certified": len(sure), "tokens": len(rows)}
+    if len(sure) == len(rows):
+        return passed(line, data=data)
+    return undecided(line + "; the bound cannot decide the rest", data=data)
+
+
 FIRST_ORDER_SIGN = Claim(
     id="pdm.first_order_sign",
     source=f"{SOURCE}, Remark 2 and major comment 2 (research notes §1.8)",
     provenance="NOT FOUND",
     statement=(
-        "The sign of the first-order prediction t*Ḋ is the sign of the realized change "
-        "ΔD = D(z + t v) - D(z) at any step t (the mask needs neither eta nor |r|), "
-        "for forward KL and for TV (Remark 2's text is NOT FOUND; this reading is "
-        "the spec)."
+        "Under Remark 2's small-step premise, the sign of the first-order prediction "
+        "t*Ḋ is the sign of the realized change ΔD = D(z + t v) - D(z) (forward KL "
+        "and TV, free logits, v = e_k - pi): sign(ΔD) = sign(t Ḋ) whenever |t| < rho, "
+        "with rho_KL = 8|Ḋ|/R^2 and rho_TV = min(4|Ḋ|/R^2, tau), R = 1 - pi_k + "
+        "max_{i != k} pi_i, tau the log-distance to the nearest TV kink over R; for "
+        "forward KL a predicted increase is right at every t (KL is convex along v)."
+    ),
+    quote=(
+        "NOT FOUND (Remarks 2-3, research notes §1.8). The seed's reading (axiom "
+        'ledger, Remark 2): "The sign of the first-order term in D(pi_eta) ~ D + '
+        "eta Ḋ dominates higher-order O(eta^2) remainder for the effective step sizes "
+        'used in training"; and the mask "never needs eta or |r| (Remark 2)".'
+    ),
+    location="§3.2-3.4, Remark 2",
+    kind=Kind.REMARK,
+    assumptions=(
+        "small step: the O(eta^2) remainder is dominated (here made exact: |t| below "
+        "the first-order radius rho)",
+        "free logits (tabular): the step moves z along v = e_k - pi",
+        "one token updated at a time (multi-token updates are Remark 3)",
     ),
     objection=(
         "Major comment 2: the O(eta^2) remainder may flip the sign at training step "
         "sizes."
     ),
+    checks=(
+        Check(
+            "sympy: KL curvature along v = Var_pi(v)",
+            Method.SYMBOLIC,
+            _symbolic_convexity,
+        ),
+        Check("z3: Popoviciu's bound, 3 outcomes", Method.Z3, _z3_popoviciu),
+        Check("steps inside the radius, 50 digits", Method.NUMERIC, _numeric_radius),
+    ),
+)
+
+FIRST_ORDER_SIGN_ANY_STEP = Claim(
+    id="pdm.first_order_sign_any_step",
+    source=f"{SOURCE}, Remark 2 read without its small-step premise",
+    provenance="DERIVED",
+    statement=(
+        "The sign of the first-order prediction t*Ḋ is the sign of the realized change "
+        "ΔD = D(z + t v) - D(z) at any step t, for forward KL and for TV."
+    ),
+    quote=(
+        'Extension, not the paper\'s claim: Remark 2 read "at any step" (free-logit '
+        "steps of 0.1-2 logit units, outside its small-step premise)."
+    ),
+    location="§3.2-3.4, Remark 2",
+    kind=Kind.EXTENSION,
+    extends="pdm.first_order_sign",
+    assumptions=("free logits (tabular)", "any step size t"),
     checks=(
         Check("KL predicted decrease at large t", Method.NUMERIC, _kl_decrease_flips),
         Check(
@@ -242,23 +337,41 @@ FIRST_ORDER_SIGN = Claim(
         ),
         Check("one optax SGD step, eta in 0.1..2", Method.SIMULATION, sgd_sign_flips),
     ),
-    correction=Correction(
-        statement=(
-            "sign(ΔD) = sign(t Ḋ) whenever |t| < rho, with rho_KL = 8|Ḋ|/R^2 and "
-            "rho_TV = min(4|Ḋ|/R^2, tau), R = 1 - pi_k + max_{i != k} pi_i, tau the "
-            "log-distance to the nearest TV kink over R; for forward KL a predicted "
-            "increase is right at every t (KL is convex along v), for TV it is not."
+)
+
+REMARK2_SMALL_STEP_PREMISE = Claim(
+    id="pdm.remark2_small_step_premise",
+    source=f"{SOURCE}, Remark 2's premise, measured on SmolLM2-135M",
+    provenance="NOT FOUND",
+    statement=(
+        "Remark 2's premise at the paper's learning rate (lr = 1e-6): on SmolLM2-135M "
+        "(last 2 blocks + final norm trained in float64, Adam's first step, one token "
+        "per update, mu = the bfloat16 forward, the measurement text), the O(eta^2) "
+        "remainder does not flip the sign of the first-order change: sign(ΔD) = "
+        "sign(<grad_z D, Δz>) at every measured token, Δz the step's real logit "
+        "change."
+    ),
+    quote=(
+        "NOT FOUND (research notes §1.8). The seed's reading of Remark 2: the first-"
+        'order term "dominates higher-order O(eta^2) remainder for the effective '
+        'step sizes used in training" (ledger: lr = 1e-6).'
+    ),
+    location="§3.2-3.4, Remark 2 (premise); seed ledger: lr = 1e-6",
+    kind=Kind.ASSUMPTION,
+    assumptions=(
+        "the stated setting: SmolLM2-135M, lr = 1e-6, Adam's first step, last 2 "
+        "blocks trained, one token per update",
+    ),
+    checks=(
+        Check(
+            "SmolLM2: realized ΔD vs the first-order term",
+            Method.MEASUREMENT,
+            _premise_measured,
         ),
-        checks=(
-            Check(
-                "sympy: KL curvature along v = Var_pi(v)",
-                Method.SYMBOLIC,
-                _symbolic_convexity,
-            ),
-            Check("z3: Popoviciu's bound, 3 outcomes", Method.Z3, _z3_popoviciu),
-            Check(
-                "steps inside the radius, 50 digits", Method.NUMERIC, _numeric_radius
-            ),
+        Check(
+            "Popoviciu certificate of the first-order sign",
+            Method.NUMERIC,
+            _premise_certified,
         ),
     ),
 )

@@ -14,16 +14,18 @@ import random
 
 import numpy as np
 import sympy as sp
-from _pdm_common import SOURCE, random_points, simplex, softmax, x64
 
 from theorycheck.claims import (
     Check,
     Claim,
+    Kind,
     Method,
     compare,
     from_proof,
     sympy_identity,
 )
+
+from ._common import SOURCE, random_points, simplex, softmax, x64
 
 
 def rate(pi, v):
@@ -72,7 +74,7 @@ def _z3() -> object:
 
     p = sp.symbols("p0:4", real=True)
     return from_proof(
-        prove(rate_k_factored(p, 0) > 0, p, assumptions=simplex(p)),
+        lambda: prove(rate_k_factored(p, 0) > 0, p, assumptions=simplex(p)),
         "pi_k((1-pi_k)^2 + sum_{i!=k} pi_i^2) > 0 on the open simplex, V = 4",
     )
 
@@ -107,6 +109,15 @@ LEMMA_SOFTMAX_DIRECTION = Claim(
     id="pdm.lemma_softmax_direction",
     source=f"{SOURCE}, Lemma 4 / Appendix B (research notes §1.4)",
     provenance="NOT FOUND",
+    quote=(
+        'NOT FOUND (Lemma 4; research notes §1.4, DERIVED): "d pi_i/dt = pi_i (v_i - '
+        "sum_j pi_j v_j); with v = e_k - pi: d pi_k/dt = pi_k ((1 - pi_k)^2 + sum_{i "
+        '!= k} pi_i^2) > 0". The review: the closed form follows "by ordinary '
+        'differentiation of the softmax (Lemma 4)".'
+    ),
+    location="Lemma 4, Appendix B",
+    kind=Kind.LEMMA,
+    assumptions=("pi = softmax(z)",),
     statement=(
         "Along a logit direction v, d pi_i/dt = pi_i (v_i - sum_j pi_j v_j); along the "
         "policy-gradient direction v = e_k - pi, d pi_k/dt = pi_k((1 - pi_k)^2 + "

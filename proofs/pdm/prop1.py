@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import numpy as np
 import sympy as sp
-from _pdm_common import SOURCE, random_points, rational_points, softmax, x64
 from hypothesis import strategies as st
 
 from theorycheck.claims import (
     Check,
     CheckResult,
     Claim,
+    Kind,
     Method,
     Outcome,
     compare,
@@ -29,6 +29,8 @@ from theorycheck.claims import (
     property_check,
     sympy_identity,
 )
+
+from ._common import SOURCE, random_points, rational_points, softmax, x64
 
 
 def local_term(mu, pi, k):
@@ -143,6 +145,20 @@ PROP1_DDOT_CLOSED_FORM = Claim(
     id="pdm.prop1_ddot_closed_form",
     source=f"{SOURCE}, Prop. 1, Eq. (7)-(9) (research notes §1.3)",
     provenance="NOT FOUND",
+    quote=(
+        'NOT FOUND (Prop. 1 / Eq. 7; research notes §1.3, DERIVED). The review: "For '
+        "softmax policies, the first-order change of forward KL under a policy-"
+        "gradient step has a closed form that splits into a local sampled-token gap "
+        "(exactly the quantity the ratio-based direction test already uses) and a "
+        'global softmax-coupling term that a single sample cannot see."'
+    ),
+    location="§3.2, Prop. 1, Eqs. (7)-(9)",
+    kind=Kind.PROPOSITION,
+    assumptions=(
+        "forward KL D(mu || pi)",
+        "pi = softmax(z)",
+        "v = e_k - pi, the unit policy-gradient direction in logit space",
+    ),
     statement=(
         "For pi = softmax(z) and v = e_k - pi, dD/dt of D = KL(mu || pi) along v is "
         "(pi_k - mu_k) + sum_i pi_i (mu_i - pi_i): a local term equal to dD/dz_k and a "
@@ -242,6 +258,15 @@ LOCAL_TERM_IS_RATIO_SIGN = Claim(
     id="pdm.local_term_is_ratio_sign",
     source=f"{SOURCE}, Eq. (8) and minor comment 1 (research notes §1.3)",
     provenance="DERIVED",
+    quote=(
+        'NOT FOUND (Eq. 8). The review (minor 1): "Eq. (8) and the surrounding text '
+        "correctly note that the ratio criterion is the local term; a short explicit "
+        "statement that sign(pi_k - mu_k) = sign(r - 1) only when mu_k > 0 (already "
+        'implicit) would avoid edge-case confusion".'
+    ),
+    location="§3.2, Eq. (8); review minor 1",
+    kind=Kind.EQUATION,
+    assumptions=("mu_k > 0",),
     statement=(
         "For mu_k > 0 the local term pi_k - mu_k = mu_k (r - 1) has the sign of r - 1, "
         "so the ratio direction test sees exactly the local term (KL; also TV's local "

@@ -16,16 +16,18 @@ from __future__ import annotations
 
 import numpy as np
 import sympy as sp
-from _pdm_common import SOURCE, random_points, rational_points, softmax, x64
 
 from theorycheck.claims import (
     Check,
     CheckResult,
     Claim,
+    Kind,
     Method,
     compare,
     sympy_identity,
 )
+
+from ._common import SOURCE, random_points, rational_points, softmax, x64
 
 
 def aggregated(mu, pi, k, support):
@@ -122,10 +124,22 @@ def _numeric_aggregated(quick: bool = False) -> CheckResult:
     return CheckResult(result.outcome, result.detail, result.counterexample, data)
 
 
-AGGREGATED = Claim(
+TOPK_AGGREGATED_EXACT_ON_REDUCED = Claim(
     id="pdm.topk_aggregated_exact_on_reduced",
     source=f"{SOURCE}, Eq. (10) (research notes §1.7)",
     provenance="INFERRED",
+    quote=(
+        "NOT FOUND (Eq. 10; research notes §1.7, INFERRED from a third-party "
+        'implementation): "Ddot_agg = (pi_k - mu_k) + sum_{i in S} pi_i (mu_i - pi_i) '
+        '+ pi_T (mu_T - pi_T)". The review: "two lightweight top-K estimators '
+        '(aggregated-tail and uniform-tail)".'
+    ),
+    location="§3.3, Eq. (10)",
+    kind=Kind.EQUATION,
+    assumptions=(
+        "support S = TopK(mu, K) ∪ {k}",
+        "one aggregated tail bucket",
+    ),
     statement=(
         "The aggregated-tail estimator (Eq. 10) is the exact Ḋ of the reduced "
         "(|S|+1)-category distribution (top-K support plus one tail bucket) moved "
@@ -220,10 +234,19 @@ def _numeric_uniform(quick: bool = False) -> CheckResult:
     return CheckResult(result.outcome, result.detail, result.counterexample, data)
 
 
-UNIFORM = Claim(
+TOPK_UNIFORM_EXACT_ON_UNIFORM_TAIL = Claim(
     id="pdm.topk_uniform_exact_on_uniform_tail",
     source=f"{SOURCE}, Eq. (11) (research notes §1.7)",
     provenance="INFERRED",
+    quote=(
+        'NOT FOUND (Eq. 11; research notes §1.7, INFERRED): "Ddot_unif = (pi_k - mu_k)'
+        ' + sum_{i in S} pi_i (mu_i - pi_i) + pi_T (mu_T - pi_T) / (V - |S|)".'
+    ),
+    location="§3.3, Eq. (11)",
+    kind=Kind.EQUATION,
+    assumptions=(
+        "both tails (mu and pi outside S) uniform over the V - |S| tail tokens",
+    ),
     statement=(
         "The uniform-tail estimator (Eq. 11) equals the exact full-vocabulary Ḋ when "
         "both tails (mu and pi outside S) are uniform over the V - |S| tail tokens."

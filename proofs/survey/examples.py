@@ -7,18 +7,24 @@ The survey's text is read in full (papers.md §4, PAPER); the numbers are its ow
 from __future__ import annotations
 
 import sympy as sp
-from _survey_common import (
-    analytic_coefficient,
-    autodiff_coefficient,
+
+from theorycheck.claims import (
+    Check,
+    Claim,
+    Kind,
+    Method,
     failed,
     passed,
-    symbolic_coefficient,
-    three_token,
     undecided,
 )
-
-from theorycheck.claims import Check, Claim, Method
 from theorycheck.formal import prove
+
+from ._common import (
+    analytic_coefficient,
+    autodiff_coefficient,
+    symbolic_coefficient,
+    three_token,
+)
 
 # --- dual-clip ------------------------------------------------------------------------
 
@@ -79,10 +85,20 @@ def dual_symbolic(*, quick: bool = False, expected=DUAL_EXPECTED) -> object:
     return passed(f"exact (c, objective): {got}")
 
 
-dual_clip_example = Claim(
+DUAL_CLIP_EXAMPLE = Claim(
     id="survey.dual_clip_example",
     source="seed 000 (survey), 'Dual-clip' worked example",
     provenance="PAPER",
+    quote=(
+        '"At r=4, A=-1, kappa=3, ordinary PPO keeps c=-4. Dual-clip selects the '
+        'constant objective -3, so c=0."'
+    ),
+    location="'Dual-clip' paragraph",
+    kind=Kind.REMARK,
+    assumptions=(
+        "kappa > 1",
+        "PPO epsilon 0.2",
+    ),
     statement=(
         "At r = 4, A = -1, kappa = 3, ordinary PPO keeps c = -4; dual-clip selects the "
         "constant objective -3 (= kappa A), so c = 0."
@@ -165,10 +181,21 @@ def dppo_z3(*, quick: bool = False, threshold=THRESHOLD) -> object:
     )
 
 
-dppo_vs_ppo_example = Claim(
+DPPO_VS_PPO_EXAMPLE = Claim(
     id="survey.dppo_vs_ppo_example",
     source="seed 000 (survey), 'DPPO' worked example",
     provenance="PAPER",
+    quote=(
+        '"Take A=-1, q=0.90, p=0.74. PPO keeps c≈-0.822, inside its 0.8–1.2 bounds. '
+        "DPPO rejects it: the decrease of 0.16 exceeds 0.15. Mass-based gating can be "
+        'stricter for common tokens."'
+    ),
+    location="'DPPO' paragraph",
+    kind=Kind.REMARK,
+    assumptions=(
+        "PPO epsilon 0.2",
+        "DPPO binary TV, delta = 0.15",
+    ),
     statement=(
         "A = -1, q = 0.90, p = 0.74: PPO keeps c = -0.822 (inside 0.8-1.2); DPPO "
         "(binary TV, delta = 0.15) rejects it since the decrease 0.16 > 0.15; "

@@ -10,22 +10,29 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import sympy as sp
-from _survey_common import (
-    analytic_coefficient,
-    autodiff_coefficient,
+
+from theorycheck.claims import (
+    Check,
+    Claim,
+    Kind,
+    Method,
     failed,
     passed,
-    symbolic_coefficient,
-    three_token,
+    seeded_settings,
     undecided,
 )
-
-from theorycheck.claims import Check, Claim, Method, seeded_settings
 from theorycheck.losses import (
     LOSSES,
     TOKEN_RULES,
 )
 from theorycheck.symbolic import Frozen, log_softmax, logit_gradient, unfreeze
+
+from ._common import (
+    analytic_coefficient,
+    autodiff_coefficient,
+    symbolic_coefficient,
+    three_token,
+)
 
 # --- weight form ----------------------------------------------------------------------
 
@@ -121,10 +128,18 @@ def weight_property(
     )
 
 
-weight_form_same_gradient = Claim(
+WEIGHT_FORM_SAME_GRADIENT = Claim(
     id="survey.weight_form_same_gradient",
     source="seed 000 (survey), 'Weight form' and 'Reductions' (special cases)",
     provenance="PAPER",
+    quote=(
+        "\"with w = r, the weight form reproduces r A's gradient (the loss value "
+        "differs)\" (the survey's special cases, as the research notes §4 transcribe "
+        "them)."
+    ),
+    location="'Weight form'; 'Reductions' (special cases)",
+    kind=Kind.REMARK,
+    assumptions=("w = r held fixed (stop-gradient)",),
     statement=(
         "The weight form j = sg(w) A log p with w = r has the gradient of j = r A "
         "(c = A r); the loss value differs."
@@ -215,10 +230,20 @@ def on_policy_symbolic(*, quick: bool = False, rules=TOKEN_RULES) -> object:
     )
 
 
-all_rules_agree_on_policy = Claim(
+ALL_RULES_AGREE_ON_POLICY = Claim(
     id="survey.all_rules_agree_on_policy",
     source="seed 000 (survey), 'Reductions' in the sense of special cases",
     provenance="PAPER",
+    quote=(
+        '"at p = q all six rules give c = A" (the survey\'s special cases, research '
+        "notes §4)."
+    ),
+    location="'Reductions' (special cases)",
+    kind=Kind.REMARK,
+    assumptions=(
+        "p = q (on-policy)",
+        "GSPO compared per unit length",
+    ),
     statement=(
         "At p = q every rule gives c = A: checked for every registered token rule "
         "(GSPO's sequence rule per unit length: L c_t = A, since its c_t = A s / L)."

@@ -9,13 +9,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import sympy as sp
-from _survey_common import (
+
+from theorycheck.claims import (
+    Check,
+    Claim,
+    Kind,
+    Method,
     failed,
     passed,
     undecided,
 )
-
-from theorycheck.claims import Check, Claim, Method
 from theorycheck.losses import (
     LOSSES,
     Reduction,
@@ -86,11 +89,19 @@ def reduction_symbolic(*, quick: bool = False) -> object:
     )
 
 
-reduction_weights_are_not_gradient_norms = Claim(
+REDUCTION_WEIGHTS_ARE_NOT_GRADIENT_NORMS = Claim(
     id="survey.reduction_weights_are_not_gradient_norms",
     source="seed 000 (survey), reductions: 'equal reduction weights do not guarantee "
     "equal gradient norms'",
     provenance="PAPER",
+    quote=(
+        '"A trajectory gradient naturally sums token terms. Dividing by length '
+        "deliberately reweights it; equal reduction weights do not guarantee equal "
+        'gradient norms."'
+    ),
+    location="reductions paragraph",
+    kind=Kind.REMARK,
+    assumptions=("the seq_mean_token_mean reduction",),
     statement=(
         "Equal reduction weights do not guarantee equal gradient norms: responses with "
         "the same total weight can contribute gradients of different norms."

@@ -76,3 +76,37 @@ def test_select_filters_and_refuses_unknown_ids(tmp_path):
     assert len(select(found, [])) == 2
     with pytest.raises(BadInput, match="s.zzz"):
         select(found, ["s.zzz"])
+
+
+def test_discover_leaves_sys_path_as_it_was(tmp_path):
+    import sys
+
+    pkg = tmp_path / "paperpkg"
+    _write(pkg / "__init__.py", "")
+    _write(pkg / "c.py", "C = make('pkg.c')\n")
+    _write(tmp_path / "loose" / "l.py", "L = make('loose.l')\n")
+    before = list(sys.path)
+    ids = [c.claim.id for c in discover([pkg, tmp_path / "loose"])]
+    assert ids == ["pkg.c", "loose.l"]
+    assert sys.path == before
+
+
+def test_two_paper_packages_each_with_their_own_common(tmp_path):
+    for name, value in (("one", "'first'"), ("two", "'second'")):
+        pkg = tmp_path / "papers" / name
+        _write(pkg / "__init__.py", "")
+        _write(pkg / "_common.py", f"TAG = {value}\n")
+        _write(
+            pkg / "claim.py", f"from ._common import TAG\nC = make('{name}.' + TAG)\n"
+        )
+    _write(tmp_path / "papers" / "__init__.py", "")
+    ids = [c.claim.id for c in discover([tmp_path / "papers"])]
+    assert ids == ["one.first", "two.second"]
+
+
+def test_a_package_of_the_same_name_elsewhere_is_imported_afresh(tmp_path):
+    for i in (1, 2):
+        pkg = tmp_path / f"copy{i}" / "samename"
+        _write(pkg / "__init__.py", "")
+        _write(pkg / "c.py", f"C = make('same.v{i}')\n")
+        assert [c.claim.id for c in discover([pkg])] == [f"same.v{i}"]

@@ -33,3 +33,28 @@ def test_compare_passes_within_tolerance_and_fails_outside():
     bad = compare("off", a, a + np.array([0, 0, 1e-3]), rtol=1e-6, atol=0)
     assert bad.outcome is Outcome.FAIL
     assert bad.counterexample["index"] == 2
+
+
+def test_constructors_build_each_outcome():
+    from theorycheck.claims import Outcome, failed, passed, undecided
+
+    assert passed("ok", data={"a": 1}, b=2).data == {"a": 1, "b": 2}
+    res = failed("no", {"x": 1}, n=3)
+    assert res.outcome is Outcome.FAIL and res.counterexample == {"x": 1}
+    assert undecided("?").outcome is Outcome.UNKNOWN
+
+
+def test_from_proof_on_a_formula_that_cannot_be_built_is_unknown():
+    import sympy as sp
+
+    from theorycheck.claims import Outcome, from_proof
+    from theorycheck.formal import prove
+
+    x = sp.Symbol("x", real=True)
+
+    def build():  # comparing zoo raises TypeError while the formula is built
+        return prove(sp.Integer(1) / 0 >= x, [x])
+
+    res = from_proof(build, "zoo >= x")
+    assert res.outcome is Outcome.UNKNOWN
+    assert "could not build the formula" in res.detail

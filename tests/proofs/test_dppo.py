@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from theorycheck.claims import Method, Outcome, Status, evaluate
+from theorycheck.claims import Method, Outcome, Status, evaluate, run_check
 
 from ._helpers import check_named, claims, module_of, outcome
 
 EXPECTED = {
     "dppo.binary_divergence_lower_bound": Status.HOLDS,
     "dppo.topk_divergence_lower_bound": Status.HOLDS,
-    "dppo.ppo_ratio_is_single_sample_tv": Status.HOLDS_WITH_CORRECTION,
+    "dppo.ppo_ratio_is_single_sample_tv": Status.HOLDS,
+    "dppo.eq10_truncated_sampling": Status.HOLDS_WITH_CORRECTION,
     "dppo.mask_direction_rule": Status.HOLDS,
 }
 
@@ -34,7 +35,7 @@ def test_dppo_claim_status(dppo, cid):
 
 
 def test_dppo_eq10_counterexample_is_exact(dppo):
-    result = evaluate(dppo["dppo.ppo_ratio_is_single_sample_tv"], quick=True)
+    result = evaluate(dppo["dppo.eq10_truncated_sampling"], quick=True)
     cx = result.methods[0].result.counterexample
     assert (cx["tv"], cx["single_sample"]) == ("1/2", "1/4")
 
@@ -75,9 +76,32 @@ def test_mutation_gate_with_wrong_direction(dppo, monkeypatch):
 
 
 def test_mutation_eq10_correction_wrong_factor(dppo, monkeypatch):
-    claim = dppo["dppo.ppo_ratio_is_single_sample_tv"]
+    claim = dppo["dppo.eq10_truncated_sampling"]
     mod = module_of(claim)
     unseen = mod.unseen_mass
     monkeypatch.setattr(mod, "unseen_mass", lambda mu, pi: 2 * unseen(mu, pi))
     check = check_named(claim, "Monte Carlo, full", correction=True)
     assert check.method is Method.NUMERIC and outcome(check) is Outcome.FAIL
+
+
+def test_mutation_eq10_full_support_dropped_term(dppo, monkeypatch):
+    claim = dppo["dppo.ppo_ratio_is_single_sample_tv"]
+    mod = module_of(claim)
+    monkeypatch.setattr(
+        mod, "tv", lambda mu, pi: 0.9 * sum(abs(m - p) for m, p in zip(mu, pi)) / 2
+    )
+    check = check_named(claim, "Monte Carlo, full")
+    assert check.method is Method.NUMERIC and outcome(check) is Outcome.FAIL
+
+
+def test_z3_on_an_unbuildable_eq10_correction_is_a_clean_unknown(dppo, monkeypatch):
+    """A mutation that leaves SymPy's zoo (complex infinity) in the z3 formula is an
+    UNKNOWN naming the reason, not an error."""
+    import sympy as sp
+
+    claim = dppo["dppo.eq10_truncated_sampling"]
+    mod = module_of(claim)
+    monkeypatch.setattr(mod, "unseen_mass_weight", lambda: sp.Integer(1) / 0)
+    result = run_check(check_named(claim, "z3", correction=True))
+    assert result.outcome is Outcome.UNKNOWN and result.error is None
+    assert "zoo" in result.result.detail

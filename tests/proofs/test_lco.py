@@ -3,6 +3,7 @@ method kind (a wrong sign, a missing term or factor flips the check to FAIL)."""
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import pytest
@@ -16,7 +17,8 @@ from ._helpers import check_named, claims
 EXPECTED = {
     "lco.optimal_policy_closed_form": Status.HOLDS,
     "lco.sft_logits_convex": Status.HOLDS,
-    "lco.ppo_not_logits_convex": Status.HOLDS_WITH_CORRECTION,
+    "lco.ppo_not_logits_convex": Status.HOLDS,
+    "lco.ppo_psd_region": Status.HOLDS,
     "lco.lco_losses_logits_convex": Status.HOLDS,
     "lco.prop4_4_gradient_directionality": Status.HOLDS_WITH_CORRECTION,
     "lco.prop4_7_gradient_norm_bounds": Status.HOLDS_WITH_CORRECTION,
@@ -24,7 +26,7 @@ EXPECTED = {
     "lco.prop4_9_lch_linear_convergence": Status.HOLDS,
     "lco.target_shift_mean_zero": Status.HOLDS_WITH_CORRECTION,
     "lco.deployed_target_moves": Status.HOLDS_WITH_CORRECTION,
-    "lco.assumption4_2_parameter_transfer": Status.HOLDS_WITH_CORRECTION,
+    "lco.assumption4_2_parameter_transfer": Status.FAILS,
 }
 
 
@@ -56,16 +58,36 @@ def test_lco_claim_status(lco, cid):
         assert all(m.outcome is Outcome.FAIL for m in result.methods), details
 
 
-def test_ppo_counterexample_is_an_unclipped_exact_psd_point(lco):
-    check = check_named(lco["lco.ppo_not_logits_convex"], "z3")
+def test_ppo_psd_witness_is_an_unclipped_exact_psd_point(lco):
+    check = check_named(lco["lco.ppo_psd_region"], "z3: PSD region")
     res = _run(check)
-    assert res.outcome is Outcome.FAIL
-    eig = [sp.Rational(e) for e in res.counterexample["eigenvalues"]]
+    assert res.outcome is Outcome.PASS
+    witness = res.data["witness"]
+    eig = [sp.Rational(e) for e in witness["eigenvalues"]]
     assert min(eig) >= 0
-    ratio = sp.Rational(res.counterexample["pi"][0]) / sp.Rational(
-        res.counterexample["mu_k"]
-    )
+    ratio = sp.Rational(witness["pi"][0]) / sp.Rational(witness["mu_k"])
     assert 1 < ratio < sp.Rational(6, 5)  # unclipped for PPO's default eps = 0.2
+
+
+def test_ppo_region_is_right_at_zero_advantage(lco):
+    """At A = 0 the Hessian is 0 (PSD for every pi_k): the region check samples it,
+    and the old region (A >= 0 and pi_k >= 1/2) is refuted there."""
+    check = check_named(lco["lco.ppo_psd_region"], "float64 eigenvalues")
+    res = _run(check)
+    assert res.outcome is Outcome.PASS and "A in -1.5, -0.4, 0," in res.detail
+
+
+def test_mutation_ppo_lemma_witness_inside_the_psd_region(lco, monkeypatch):
+    # The lemma's symbolic route: moved to pi_k = 2/3 (inside the PSD region for
+    # A > 0), the state no longer shows negative curvature for both signs of A.
+    claim = lco["lco.ppo_not_logits_convex"]
+    check = check_named(claim, "sympy")
+    assert check.method is Method.SYMBOLIC and _run(check).outcome is Outcome.PASS
+    mod = inspect.getmodule(check.run)
+    monkeypatch.setattr(
+        mod, "UNIFORM", [sp.Rational(2, 3), sp.Rational(1, 6), sp.Rational(1, 6)]
+    )
+    assert _run(check).outcome is Outcome.FAIL
 
 
 def test_target_shift_counterexample_is_minus_one_over_beta_v(lco):
@@ -97,8 +119,8 @@ def test_mutation_z3_negated_sft_spec(lco):
 
 
 def test_mutation_numeric_missing_clip_term(lco):
-    claim = lco["lco.ppo_not_logits_convex"]
-    check = check_named(claim, "float64 eigenvalues", correction=True)
+    claim = lco["lco.ppo_psd_region"]
+    check = check_named(claim, "float64 eigenvalues")
     assert check.method is Method.NUMERIC and _run(check).outcome is Outcome.PASS
     # is_pg = PPO without its clip: the clipped states are no longer PSD.
     assert _run(check, name="is_pg").outcome is Outcome.FAIL

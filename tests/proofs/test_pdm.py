@@ -17,9 +17,13 @@ EXPECTED = {
     "pdm.topk_uniform_exact_on_uniform_tail": Status.HOLDS,
     "pdm.binary_reduction": Status.HOLDS,
     "pdm.tv_extension": Status.HOLDS,
-    "pdm.first_order_sign": Status.HOLDS_WITH_CORRECTION,
+    "pdm.first_order_sign": Status.HOLDS,
+    "pdm.first_order_sign_any_step": Status.FAILS,
 }
-MEASURED = {"pdm.sign_disagreement_exists": Status.HOLDS}
+MEASURED = {
+    "pdm.sign_disagreement_exists": Status.HOLDS,
+    "pdm.remark2_small_step_premise": Status.FAILS,
+}
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +52,7 @@ def test_pdm_sign_disagreement_on_smollm2(pdm):
 
 
 def test_pdm_first_order_counterexamples_are_kept(pdm):
-    result = evaluate(pdm["pdm.first_order_sign"], quick=True)
+    result = evaluate(pdm["pdm.first_order_sign_any_step"], quick=True)
     kinds = {m.result.counterexample["kind"] for m in result.methods}
     assert kinds == {"kl", "tv"}
     assert all(m.outcome is Outcome.FAIL for m in result.methods)
@@ -113,9 +117,23 @@ def test_mutation_first_order_curvature_missing_mean(pdm, monkeypatch):
     monkeypatch.setattr(
         mod, "line_curvature", lambda pi, v: sum(p * x**2 for p, x in zip(pi, v))
     )
-    check = check_named(claim, "sympy", correction=True)
+    check = check_named(claim, "sympy")
     assert check.method is Method.SYMBOLIC
     assert outcome(check) is Outcome.FAIL
+
+
+@pytest.mark.slow
+def test_pdm_small_step_premise_on_smollm2(pdm):
+    """Remark 2's premise at lr 1e-6 on SmolLM2: the measured figure and its setting
+    are in the result; a flip is re-checked at 50 digits."""
+    result = evaluate(pdm["pdm.remark2_small_step_premise"], quick=True)
+    measured, certified = result.methods
+    data = measured.result.data
+    assert "lr = 1e-06" in data["setting"] and data["tokens"] == 11
+    assert 0 < data["sign_flips"] < data["tokens"]
+    cx = measured.result.counterexample
+    assert (cx["first_order"] > 0) != (cx["realized_50"] > 0)
+    assert certified.result.data["certified"] < data["tokens"]
 
 
 def test_mutation_disagreement_without_global_term_finds_no_witness(pdm, monkeypatch):

@@ -10,6 +10,12 @@ hand:
 * ``holds_with_correction``: the statement fails and its :class:`Correction` holds
   (every check passes, at least two kinds);
 * ``unknown`` otherwise. A check that raises is UNKNOWN, never a pass.
+
+The status is for the statement *as written, under its assumptions*; read with the
+claim's :class:`Kind` it gives the verdict (:func:`verdict_of`): only the source's own
+statements can fail *as stated*, an assumption holds or fails at its stated setting,
+and an extension or a reviewer objection is never the paper failing. Every check runs
+in :func:`float64` (scoped).
 """
 
 from theorycheck.claims._discover import Collected, discover, select
@@ -24,20 +30,28 @@ from theorycheck.claims._evaluate import (
 from theorycheck.claims._helpers import (
     compare,
     exact,
+    failed,
+    float64,
     from_proof,
+    passed,
     property_check,
     seeded_settings,
     sympy_identity,
+    undecided,
 )
 from theorycheck.claims._report import (
+    SECTIONS,
     counts,
     markdown,
     run_claims,
+    sections,
     table_lines,
+    verdict_counts,
     write_report,
 )
 from theorycheck.claims._types import (
     PROVENANCES,
+    VERDICTS,
     Check,
     CheckResult,
     Claim,
@@ -46,10 +60,13 @@ from theorycheck.claims._types import (
     Method,
     Outcome,
     Status,
+    verdict_of,
 )
 
 __all__ = [
     "PROVENANCES",
+    "SECTIONS",
+    "VERDICTS",
     "Check",
     "CheckResult",
     "Claim",
@@ -67,15 +84,22 @@ __all__ = [
     "compare",
     "counts",
     "exact",
+    "failed",
+    "float64",
     "from_proof",
     "markdown",
+    "passed",
     "property_check",
     "seeded_settings",
     "run_check",
     "run_claims",
+    "sections",
     "select",
     "status_of",
     "sympy_identity",
     "table_lines",
+    "undecided",
+    "verdict_counts",
+    "verdict_of",
     "write_report",
 ]

@@ -9,13 +9,16 @@ other registration. A claim object reached twice (imported by a second module) i
 collected once; two different claims with one id are an error.
 
 Modules inside a package (a folder with ``__init__.py``) are imported by their dotted
-name with the package root's parent on ``sys.path``, so relative imports work; a loose
-file is imported under a name derived from its path, with its folder on ``sys.path`` so
-sibling helpers import.
+name, so relative imports (``from ._common import ...``) work: this is the way to share
+helpers, and two folders may each have their own ``_common.py``. A loose file is
+imported under a name derived from its path, with its folder on ``sys.path`` while it
+imports, so a sibling helper imports by its bare name. Either way the path entry is
+removed once the module has imported: discovery leaves ``sys.path`` as it was.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import importlib.util
@@ -66,29 +69,64 @@ def _package_root(file: Path) -> Path | None:
     return root
 
 
+@contextlib.contextmanager
+def _on_path(folder: Path):
+    """``folder`` on ``sys.path`` while a module imports, removed afterwards (also
+    on an error): discovery leaves ``sys.path`` as it found it."""
+    entry = str(folder)
+    added = entry not in sys.path
+    if added:
+        sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        if added and entry in sys.path:
+            sys.path.remove(entry)
+
+
+def _same_file(module: ModuleType, file: Path) -> bool:
+    found = getattr(module, "__file__", None)
+    return found is not None and Path(found).resolve() == file
+
+
+def _forget(top: str) -> None:
+    """Drops package ``top`` and its submodules from ``sys.modules`` (another folder
+    of the same name was imported before)."""
+    for name in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
+        del sys.modules[name]
+
+
+def _import_package_module(file: Path, root: Path) -> ModuleType:
+    base = root.parent
+    parts = file.relative_to(base).with_suffix("").parts
+    name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    top = sys.modules.get(parts[0])
+    if top is not None and not _same_file(top, root / "__init__.py"):
+        _forget(parts[0])
+    with _on_path(base):
+        module = importlib.import_module(name)
+    if not _same_file(module, file):
+        raise ImportError(f"{name} resolves to {module.__file__}, not to {file}")
+    return module
+
+
 def _import(file: Path) -> ModuleType:
     file = file.resolve()
     root = _package_root(file)
     if root is not None:
-        base = root.parent
-        parts = file.relative_to(base).with_suffix("").parts
-        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        if str(base) not in sys.path:
-            sys.path.insert(0, str(base))
-        return importlib.import_module(name)
+        return _import_package_module(file, root)
     name = "theorycheck_claims_" + "_".join(
         p.replace("-", "_").replace(".", "_") for p in file.with_suffix("").parts[1:]
     )
     if name in sys.modules:
         return sys.modules[name]
-    if str(file.parent) not in sys.path:
-        sys.path.insert(0, str(file.parent))
     spec = importlib.util.spec_from_file_location(name, file)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        with _on_path(file.parent):
+            spec.loader.exec_module(module)
     except BaseException:
         del sys.modules[name]
         raise

@@ -11,7 +11,9 @@ correction's:
 * ``unknown`` otherwise (an UNKNOWN check, a single method kind, no checks).
 
 A check that raises, or returns something other than a :class:`CheckResult`, counts as
-UNKNOWN with the error in its detail: never as a pass.
+UNKNOWN with the error in its detail: never as a pass. Every check runs inside
+:func:`theorycheck.claims.float64` (JAX in float64 for that check only; the process
+default is untouched).
 
 Examples:
     >>> from theorycheck.claims import Check, CheckResult, Claim, Method, Outcome
@@ -36,6 +38,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
+from theorycheck.claims._helpers import float64
 from theorycheck.claims._types import (
     Check,
     CheckResult,
@@ -44,6 +47,7 @@ from theorycheck.claims._types import (
     Method,
     Outcome,
     Status,
+    verdict_of,
 )
 
 MIN_KINDS = 2
@@ -106,6 +110,12 @@ class ClaimResult:
         return self.claim.id
 
     @property
+    def verdict(self) -> str:
+        """The status read with the claim's kind (``theorycheck.claims.verdict_of``):
+        "fails as stated", "extension fails", "assumption holds at its setting", ..."""
+        return verdict_of(self.claim.kind, self.status)
+
+    @property
     def errors(self) -> tuple[MethodResult, ...]:
         """The checks (statement and correction) that raised."""
         extra = self.correction.methods if self.correction else ()
@@ -119,6 +129,7 @@ class ClaimResult:
             "provenance": self.claim.provenance,
             "statement": self.claim.statement,
             "status": str(self.status),
+            "verdict": self.verdict,
             "correction": self.correction.to_json() if self.correction else None,
             "objection": self.claim.objection,
             "quote": self.claim.quote,
@@ -161,11 +172,13 @@ def _takes_quick(fn: Any) -> bool:
 
 
 def run_check(check: Check, *, quick: bool = False) -> MethodResult:
-    """Runs one check; an exception or a wrong return type becomes UNKNOWN."""
+    """Runs one check in float64 (scoped); an exception or a wrong return type
+    becomes UNKNOWN."""
     start = time.perf_counter()
     error = None
     try:
-        result = check.run(quick=quick) if _takes_quick(check.run) else check.run()
+        with float64():
+            result = check.run(quick=quick) if _takes_quick(check.run) else check.run()
         if not isinstance(result, CheckResult):
             raise TypeError(
                 f"check returned {type(result).__name__}, not a CheckResult"

@@ -5,7 +5,10 @@
 * :func:`property_check`: a hypothesis property run programmatically (seeded,
   derandomized, no example database); a falsifying example is re-checked before it is
   reported, and "no counterexample in N examples" is what a pass says;
-* :func:`compare`: two routes to the same numbers, within a stated tolerance.
+* :func:`compare`: two routes to the same numbers, within a stated tolerance;
+* :func:`sympy_identity`: an exact identity ``difference == 0`` in SymPy;
+* :func:`passed` / :func:`failed` / :func:`undecided`: a result built by hand;
+* :func:`float64`: the scoped float64 context every check runs in.
 
 Examples:
     >>> import numpy as np
@@ -15,13 +18,68 @@ Examples:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from theorycheck.claims._types import CheckResult, Outcome
+
+
+def passed(
+    detail: str, data: Mapping[str, Any] | None = None, **more: Any
+) -> CheckResult:
+    """A PASS with its detail line and measured numbers (``data`` and ``more``).
+
+    Examples:
+        >>> passed("1 + 1 = 2", n=1).data
+        {'n': 1}
+    """
+    return CheckResult(Outcome.PASS, detail, data={**(data or {}), **more})
+
+
+def failed(
+    detail: str,
+    counterexample: Mapping[str, Any],
+    data: Mapping[str, Any] | None = None,
+    **more: Any,
+) -> CheckResult:
+    """A FAIL with its re-checked counterexample (required) and measured numbers."""
+    return CheckResult(
+        Outcome.FAIL,
+        detail,
+        counterexample=counterexample,
+        data={**(data or {}), **more},
+    )
+
+
+def undecided(
+    detail: str, data: Mapping[str, Any] | None = None, **more: Any
+) -> CheckResult:
+    """An UNKNOWN: the check could not decide (say why in ``detail``)."""
+    return CheckResult(Outcome.UNKNOWN, detail, data={**(data or {}), **more})
+
+
+@contextlib.contextmanager
+def float64() -> Iterator[None]:
+    """JAX in float64 inside the block only (``jax.enable_x64(True)``, thread-local);
+    the process default (float32) is back when the block exits, also on an error.
+    :func:`theorycheck.claims.run_check` runs every check inside it, so a check never
+    switches ``jax_enable_x64`` itself (a global switch would leave every later
+    computation of the process in float64).
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> with float64():
+        ...     str(jnp.zeros(1).dtype)
+        'float64'
+    """
+    import jax
+
+    with jax.enable_x64(True):
+        yield
 
 
 def exact(value: Any) -> Any:
@@ -33,12 +91,38 @@ def exact(value: Any) -> Any:
     return value
 
 
+#: What building a formula can raise when it is not a formula z3 can take (a division
+#: by zero leaves SymPy's ``zoo`` in it, a non-real or non-polynomial term, ...).
+_BUILD_ERRORS = (TypeError, ValueError, ArithmeticError, NotImplementedError)
+
+
 def from_proof(result: Any, what: str) -> CheckResult:
     """A z3 ``ProofResult`` (theorycheck.formal) for the universal statement ``what``.
 
     ``proved`` is a PASS, ``refuted`` a FAIL with the (already exactly re-checked)
     counterexample, ``unknown`` an UNKNOWN.
+
+    ``result`` may also be a zero-argument callable that builds the formula and calls
+    ``formal.prove``: a formula that cannot be built or encoded (``zoo`` from a
+    division by zero, a term z3 cannot take) is then a clean UNKNOWN naming the
+    reason, not an error.
+
+    Examples:
+        >>> def broken():
+        ...     raise TypeError("cannot encode zoo")
+        >>> from_proof(broken, "x >= 0").detail
+        'z3 could not build the formula for: x >= 0 (TypeError: cannot encode zoo)'
     """
+    if callable(result):
+        try:
+            result = result()
+        except _BUILD_ERRORS as exc:
+            return CheckResult(
+                Outcome.UNKNOWN,
+                f"z3 could not build the formula for: {what} "
+                f"({type(exc).__name__}: {exc})",
+                data={"reason": f"{type(exc).__name__}: {exc}"},
+            )
     if result.status == "proved":
         return CheckResult(Outcome.PASS, f"z3 proved: {what}")
     if result.status == "refuted":

@@ -91,6 +91,49 @@ class Status(StrEnum):
     UNKNOWN = "unknown"
 
 
+#: The readings of a claim's status, in report order: the source's own statements
+#: (as stated), its assumptions (measured at a stated setting), then extensions and
+#: reviewer objections (never the paper failing).
+VERDICTS = (
+    "fails as stated",
+    "holds as stated",
+    "assumption fails at its setting",
+    "assumption holds at its setting",
+    "extension fails",
+    "extension holds",
+    "objection fails",
+    "objection holds",
+    "undecided",
+)
+
+
+def verdict_of(kind: Kind | str, status: Status | str) -> str:
+    """What a status says, read with the claim's kind (one of :data:`VERDICTS`).
+
+    ``fails`` and ``holds_with_correction`` both mean the statement itself fails.
+    Only a theorem, lemma, proposition, remark or equation can fail *as stated*; an
+    assumption holds or fails at its setting; an extension or a reviewer objection is
+    never the paper failing.
+
+    Examples:
+        >>> verdict_of("extension", "holds_with_correction")
+        'extension fails'
+        >>> verdict_of("lemma", "holds")
+        'holds as stated'
+    """
+    kind, status = Kind(kind), Status(status)
+    if status is Status.UNKNOWN:
+        return "undecided"
+    ok = "holds" if status is Status.HOLDS else "fails"
+    if kind is Kind.ASSUMPTION:
+        return f"assumption {ok} at its setting"
+    if kind is Kind.EXTENSION:
+        return f"extension {ok}"
+    if kind is Kind.REVIEWER:
+        return f"objection {ok}"
+    return f"{ok} as stated"
+
+
 @dataclasses.dataclass(frozen=True)
 class CheckResult:
     """One check's outcome.

@@ -15,7 +15,6 @@ import jax.numpy as jnp
 import numpy as np
 import sympy as sp
 
-from theorycheck.claims import CheckResult, Outcome
 from theorycheck.formal import prove
 from theorycheck.losses import LOSSES
 from theorycheck.symbolic import logit_hessian, to_probability
@@ -23,18 +22,6 @@ from theorycheck.symbolic import logit_hessian, to_probability
 #: negative curvature below -TOL (relative to the Hessian's scale) is a real one;
 #: float64 eigenvalues of a 10x10 matrix are accurate to ~1e-15 of its norm.
 TOL = 1e-10
-
-
-def passed(detail: str, **data) -> CheckResult:
-    return CheckResult(Outcome.PASS, detail, data=data)
-
-
-def failed(detail: str, counterexample: dict, **data) -> CheckResult:
-    return CheckResult(Outcome.FAIL, detail, counterexample=counterexample, data=data)
-
-
-def undecided(detail: str, **data) -> CheckResult:
-    return CheckResult(Outcome.UNKNOWN, detail, data=data)
 
 
 @functools.cache

@@ -3,22 +3,36 @@ starts with ``_``)."""
 
 from __future__ import annotations
 
+import functools
 import random
 
 import mpmath
 import numpy as np
 import sympy as sp
 
-from theorycheck.claims import CheckResult, Outcome
+from theorycheck.claims import (
+    CheckResult,
+    failed,
+    undecided,
+)
 
 SOURCE = "seed 002 (Predictive Divergence Masks, arXiv 2607.10848)"
 
 
 def x64() -> None:
-    """Float64 in JAX for the numeric checks."""
+    """Asserts that JAX runs in float64, as the numeric checks need.
+
+    No global switch: the harness runs every check inside
+    ``theorycheck.claims.float64()`` (scoped). Called outside it, this raises rather
+    than let a check compute silently in float32.
+    """
     import jax
 
-    jax.config.update("jax_enable_x64", True)
+    if not jax.config.jax_enable_x64:
+        raise RuntimeError(
+            "float64 is off: run the check through theorycheck.claims (run_check / "
+            "evaluate), or inside `with theorycheck.claims.float64():`"
+        )
 
 
 def random_points(n: int, vocab: int, *, seed: int, spread: float = 2.0):
@@ -183,13 +197,121 @@ def sgd_sign_flips(quick: bool = False) -> CheckResult:
                         }
         rates[str(eta)] = {kind: wrong[kind] / n for kind in wrong}
     if first is None:
-        return CheckResult(
-            Outcome.UNKNOWN, f"no sign flip in {n} points x 4 step sizes", data=rates
-        )
-    return CheckResult(
-        Outcome.FAIL,
+        return undecided(f"no sign flip in {n} points x 4 step sizes", data=rates)
+    return failed(
         f"optax SGD steps on free logits ({n} points, V = 8): share of wrong "
         f"first-order signs by eta: {rates} (realized ΔD at 50 digits)",
         counterexample=first,
         data={"wrong_sign_rate_by_eta": rates},
     )
+
+
+# --- Remark 2's small-step premise on SmolLM2 ----------------------------------------
+
+#: The paper's learning rate (seed 002's hyperparameter ledger: lr = 1e-6).
+PAPER_LR = 1e-6
+
+
+def _kl_rows(mu, z):
+    """KL(mu || softmax(z)) per row, float64 numpy."""
+    logp = z - z.max(-1, keepdims=True)
+    logp = logp - np.log(np.exp(logp).sum(-1, keepdims=True))
+    return np.sum(mu * (np.log(np.maximum(mu, 1e-300)) - logp), axis=-1)
+
+
+def kl_change_50(mu, z0, z1) -> float:
+    """KL(mu || softmax(z1)) - KL(mu || softmax(z0)) at 50 digits:
+    -<mu, z1 - z0> + logsumexp(z1) - logsumexp(z0) (the mu log mu terms cancel)."""
+    dz = mpmath.fsum(
+        mpmath.mpf(float(m)) * (mpmath.mpf(float(b)) - mpmath.mpf(float(a)))
+        for m, a, b in zip(mu, z0, z1)
+    )
+
+    def lse(z):
+        top = float(np.max(z))
+        return top + mpmath.log(
+            mpmath.fsum(mpmath.exp(mpmath.mpf(float(x)) - top) for x in z)
+        )
+
+    return float(-dz + lse(z1) - lse(z0))
+
+
+@functools.cache
+def premise_steps(quick: bool, lr: float = PAPER_LR, blocks: int = 2):
+    """One single-token update per position of SmolLM2 on MEASURE_TEXT, in the
+    project probe's setting: the last ``blocks`` blocks and the final norm trained in
+    float64 (the tied head stays frozen), the frozen float32 trunk's residual stream
+    computed once. The update is Adam's first step at learning rate ``lr`` (each
+    parameter moves by lr * g / (|g| + 1e-8), the largest step Adam takes at that
+    lr) on -A log pi_k, k the text's next token, A = +1 / -1 alternating. mu is the
+    bfloat16 forward (the rollout engine), pi the trainer's (float32 trunk, float64
+    top). Cached per ``quick`` (the claim's two checks read the same steps); a sign
+    flip is re-evaluated at 50 digits from the float64 logits (``realized_50``).
+
+    Returns one row per position: D = KL(mu || pi), the realized ΔD = KL(mu ||
+    pi_after) - KL(mu || pi), the first-order term <grad_z D, Δz> = <pi - mu, Δz> of
+    the realized logit change Δz, Popoviciu's bound (max Δz - min Δz)^2 / 8 on the
+    remainder, and the mask's tabular prediction A * Ḋ."""
+    import jax
+    import jax.numpy as jnp
+
+    from theorycheck.models import (
+        cast_params,
+        forward,
+        hidden_states,
+        logits_from_hidden,
+        split_params,
+    )
+
+    cfg, params, tok = smollm2()
+    ids = np.asarray([tok.encode(MEASURE_TEXT).ids[: 12 if quick else 32]], np.int32)
+    zb = forward(cast_params(params, jnp.bfloat16), cfg, ids)[0]
+    mu_all = softmax(np.asarray(zb.astype(jnp.float32), np.float64))
+    hidden = hidden_states(params, cfg, ids, num_blocks=cfg.num_layers - blocks)
+    hidden = hidden.astype(jnp.float64)  # the float32 trunk, the top in float64
+    top, frozen = split_params(params, cfg, blocks)
+    top = jax.tree_util.tree_map(lambda w: w.astype(jnp.float64), top)
+    frozen = {  # only the (tied) head weights are read; the trunk's blocks are done
+        k: v.astype(jnp.float64) for k, v in frozen.items() if k != "blocks"
+    } | {"blocks": frozen["blocks"]}
+    z0 = np.asarray(logits_from_hidden(top, frozen, cfg, hidden)[0])
+
+    @jax.jit
+    def step(t, fz, h, j, k, adv):
+        def loss(tt):
+            z = logits_from_hidden(tt, fz, cfg, h)[0]
+            return -adv * jax.nn.log_softmax(z[j])[k]
+
+        g = jax.grad(loss)(t)
+        moved = jax.tree_util.tree_map(
+            lambda w, d: w - lr * d / (jnp.abs(d) + 1e-8), t, g
+        )
+        return logits_from_hidden(moved, fz, cfg, h)[0, j]
+
+    rows = []
+    for j in range(ids.shape[1] - 1):
+        k, adv = int(ids[0, j + 1]), (1.0 if j % 2 == 0 else -1.0)
+        z1 = np.asarray(step(top, frozen, hidden, j, k, adv))
+        mu, zj = mu_all[j], z0[j]
+        dz = z1 - zj
+        before = _kl_rows(mu[None], zj[None])[0]
+        realized = float(_kl_rows(mu[None], z1[None])[0] - before)
+        first = float(np.dot(softmax(zj) - mu, dz))
+        exact = None
+        if np.sign(first) != np.sign(realized):
+            exact = kl_change_50(mu, zj, z1)
+        rows.append(
+            {
+                "position": j,
+                "token": k,
+                "adv": adv,
+                "divergence": float(before),
+                "realized": realized,
+                "realized_50": exact,
+                "first_order": first,
+                "remainder_bound": float((dz.max() - dz.min()) ** 2 / 8),
+                "logit_change_max": float(np.abs(dz).max()),
+                "mask_prediction": adv * ddot_of(mu, zj, k, "kl"),
+            }
+        )
+    return rows

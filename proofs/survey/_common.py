@@ -16,21 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 import sympy as sp
 
-from theorycheck.claims import CheckResult, Outcome
 from theorycheck.losses import LOSSES
 from theorycheck.symbolic import unfreeze
-
-
-def passed(detail: str, **data) -> CheckResult:
-    return CheckResult(Outcome.PASS, detail, data=data)
-
-
-def failed(detail: str, counterexample: dict, **data) -> CheckResult:
-    return CheckResult(Outcome.FAIL, detail, counterexample=counterexample, data=data)
-
-
-def undecided(detail: str, **data) -> CheckResult:
-    return CheckResult(Outcome.UNKNOWN, detail, data=data)
 
 
 def three_token(pk, vocab: int = 3):

@@ -1,0 +1,1 @@
+"""The papers' claims, one package per source (see README.md)."""

@@ -1,0 +1,1 @@
+"""Claims of one source; shared helpers in ``_common.py``."""

@@ -1,0 +1,61 @@
+"""Every claim of proofs/ says what its source says and under which conditions."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from theorycheck.claims import Kind, discover
+
+from ._helpers import PROOFS
+
+#: One naming rule for claim ids: <folder>.<snake_case>, the folder the file is in.
+_ID = re.compile(r"^[a-z]+\.[a-z0-9_]+$")
+
+
+@pytest.fixture(scope="module")
+def collected():
+    return discover([PROOFS])
+
+
+def test_every_claim_has_quote_location_kind_assumptions(collected):
+    for item in collected:
+        c = item.claim
+        assert c.quote.strip(), c.id
+        assert c.location.strip(), c.id
+        assert isinstance(c.kind, Kind), c.id
+        assert c.assumptions and all(a.strip() for a in c.assumptions), c.id
+        if c.provenance == "NOT FOUND":
+            assert "NOT FOUND" in c.quote, c.id
+
+
+def test_extensions_and_objections_name_an_existing_claim(collected):
+    ids = {item.claim.id for item in collected}
+    for item in collected:
+        c = item.claim
+        if c.kind in (Kind.EXTENSION, Kind.REVIEWER):
+            assert c.extends in ids and c.extends != c.id, c.id
+            assert next(
+                i.claim for i in collected if i.claim.id == c.extends
+            ).kind not in (Kind.EXTENSION, Kind.REVIEWER), c.id
+        else:
+            assert c.extends is None, c.id
+
+
+def test_ids_follow_the_folder(collected):
+    for item in collected:
+        assert _ID.match(item.claim.id), item.claim.id
+        assert item.claim.id.split(".")[0] == item.path.parent.name, item.claim.id
+
+
+def test_claim_objects_are_named_after_their_id(collected):
+    """One naming rule: the module constant is the id's last part in upper case."""
+    for item in collected:
+        c = item.claim
+        module = sys.modules[c.checks[0].run.__module__]
+        names = [n for n, v in vars(module).items() if v is c]
+        if Path(module.__file__).resolve() == item.path.resolve():
+            assert names == [c.id.split(".")[-1].upper()], (c.id, names)
