@@ -102,6 +102,39 @@ def _check_leading_options(parser: argparse.ArgumentParser, argv: list[str]) -> 
             )
 
 
+def _single_options(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Option string -> its flag, for the options that keep one value (``--p``,
+    ``--prompt``; not ``--set``, ``--only`` or switches)."""
+    return {
+        s: a.option_strings[-1]
+        for a in parser._actions
+        if type(a) is argparse._StoreAction
+        for s in a.option_strings
+    }
+
+
+def _check_repeats(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
+    """A one-value option given twice is refused: argparse would keep the last one
+    silently (``--p 0.5 --p 0.6``)."""
+    single = _single_options(parser)
+    seen: set[str] = set()
+    for arg in argv:
+        if arg == "--":
+            return
+        name = arg.split("=", 1)[0]
+        if not name.startswith("--"):
+            continue
+        hits = {f for s, f in single.items() if s == name} or {
+            f for s, f in single.items() if s.startswith(name)
+        }
+        if len(hits) != 1:
+            continue
+        flag = hits.pop()
+        if flag in seen:
+            parser.error(f"argument {flag}: given twice; give it once")
+        seen.add(flag)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs one command; returns its exit status (0 ok, 2 bad input).
 
@@ -114,6 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args, extra = parser.parse_known_args(argv)
         if extra:  # said by the command's parser, so the line names the command
             args._parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        _check_repeats(args._parser, argv[argv.index(args.command) + 1 :])
     except SystemExit as stop:  # --help, --version, or a parse error (printed)
         return stop.code if isinstance(stop.code, int) else EXIT_BAD_INPUT
     try:

@@ -26,6 +26,7 @@ from typing import Any
 from theorycheck._errors import BadInput
 
 __all__ = [
+    "check_input_file",
     "check_output_dir",
     "check_output_path",
     "emit_json",
@@ -82,6 +83,8 @@ def check_output_path(
         raise BadInput(f"{flag} {text!r}: a path cannot hold a NUL byte")
     try:
         return _checked_file(flag, text, suffixes)
+    except BadInput:
+        raise
     except (OSError, ValueError) as err:  # NUL byte, a name too long, a loop ...
         raise BadInput(f"{flag} {text!r} is not a usable path: {err}") from None
 
@@ -123,6 +126,8 @@ def check_output_dir(flag: str, path: str | os.PathLike) -> Path:
         raise BadInput(f"{flag} {text!r}: a path cannot hold a NUL byte")
     try:
         return _checked_dir(flag, text)
+    except BadInput:
+        raise
     except (OSError, ValueError) as err:  # NUL byte, a name too long, a loop ...
         raise BadInput(f"{flag} {text!r} is not a usable path: {err}") from None
 
@@ -151,6 +156,48 @@ def _writable(folder: Path) -> bool:
     os.close(fd)
     os.remove(name)
     return True
+
+
+def check_input_file(
+    flag: str, path: str | os.PathLike, suffixes: tuple[str, ...] | None = None
+) -> Path:
+    """Checks that ``path`` names a readable regular file, before it is opened (a
+    directory, ``/dev/null`` or a named pipe is named as what it is, and a pipe is
+    never opened: reading one could wait forever).
+
+    Raises:
+        BadInput: an empty path, a NUL byte, a missing path, a directory or other
+        non-regular file, a wrong suffix, an unreadable file.
+
+    Examples:
+        >>> check_input_file("BATCH", "")
+        Traceback (most recent call last):
+        ...
+        theorycheck._errors.BadInput: BATCH '' is empty; expected a file
+    """
+    text = os.fspath(path)
+    if text.strip() == "":
+        raise BadInput(f"{flag} {text!r} is empty; expected a file")
+    if "\x00" in text:
+        raise BadInput(f"{flag} {text!r}: a path cannot hold a NUL byte")
+    target = Path(text)
+    try:
+        if not target.exists():
+            raise BadInput(f"{flag} {text!r} does not exist")
+        if target.is_dir():
+            raise BadInput(f"{flag} {text!r} is a directory; expected a file")
+        if not target.is_file():
+            raise BadInput(f"{flag} {text!r} is not a regular file (a device or pipe)")
+        if not os.access(target, os.R_OK):
+            raise BadInput(f"{flag} {text!r}: the file is not readable")
+    except BadInput:
+        raise
+    except (OSError, ValueError) as err:  # a name too long, a loop of links ...
+        raise BadInput(f"{flag} {text!r} is not a usable path: {err}") from None
+    if suffixes is not None and target.suffix.lower() not in suffixes:
+        kinds = ", ".join(suffixes[:-1]) + " or " * (len(suffixes) > 1) + suffixes[-1]
+        raise BadInput(f"{flag} {text!r}: expected a {kinds} file")
+    return target
 
 
 class flag_names:  # lower case: it reads as the context manager it is
