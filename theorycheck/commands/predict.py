@@ -286,7 +286,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"D_{kind} = {out['divergence']:.6g}   r = {out['ratio']:.6g}")
     print(
         f"Ddot = {out['ddot']:.6g}  (local {out['local']:.6g}, "
-        f"global {out['global']:.6g})"
+        f"global {out['global']:.6g}; |Ddot| <= {out['ddot_tolerance']:.2g} "
+        "is rounding and counts as 0)"
     )
     print(
         f"ratio direction: {word[out['ratio_direction']]}; "
