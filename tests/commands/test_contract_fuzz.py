@@ -160,3 +160,36 @@ def test_prove_a_named_pipe_is_not_opened(tmp_path):
     pipe = _fifo(tmp_path, "claims.py")
     res = check_contract(["prove", pipe], names=(pipe,), expect=2)
     assert res.seconds < 10
+
+
+@pytest.mark.parametrize("command", ["prove", "audit"])
+@pytest.mark.parametrize("kind", ["loop", "long", "broken"])
+def test_odd_links_and_names_are_one_line(tmp_path, command, kind):
+    suffix = ".py" if command == "prove" else ".json"
+    if kind == "loop":
+        a, b = tmp_path / f"a{suffix}", tmp_path / f"b{suffix}"
+        a.symlink_to(b)
+        b.symlink_to(a)
+        path, word = str(a), "symbolic link"
+    elif kind == "broken":
+        a = tmp_path / f"gone{suffix}"
+        a.symlink_to(tmp_path / "nowhere")
+        path, word = str(a), "symbolic link"
+    else:
+        path, word = "x" * 5000 + suffix, "x" * 40
+    res = check_contract([command, path, "--json"], names=(word,), expect=2)
+    assert res.seconds < 10
+
+
+def test_a_package_whose_init_exits_is_named(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("import sys\nsys.exit(4)\n")
+    (pkg / "claims.py").write_text("x = 1\n")
+    res = check_contract(["prove", str(pkg)], names=("__init__.py",), expect=2)
+    assert "sys.exit(4)" in res.err
+
+
+def test_reproduce_out_name_too_long():
+    out = "o" * 5000
+    check_contract(["reproduce", "--out", out], names=(out,), expect=2)

@@ -101,21 +101,32 @@ def check_claim_paths(paths: Sequence[str]) -> list[str]:
         theorycheck._errors.BadInput: PATH '' is empty: name a .py file or a folder
     """
     for text in paths:
-        path = Path(text)
         if text.strip() == "":
             raise BadInput(f"PATH {text!r} is empty: name a .py file or a folder")
-        if not path.exists():
-            raise BadInput(f"PATH {text!r} does not exist")
-        if path.is_dir():
-            if not os.access(path, os.R_OK | os.X_OK):
-                raise BadInput(f"PATH {text!r}: the folder is not readable")
-        elif not path.is_file():
-            raise BadInput(f"PATH {text!r} is not a .py file or a folder")
-        elif path.suffix != ".py":
-            raise BadInput(f"PATH {text!r} is not a Python (.py) file")
-        elif not os.access(path, os.R_OK):
-            raise BadInput(f"PATH {text!r}: the file is not readable")
+        try:
+            _check_claim_path(text)
+        except BadInput:
+            raise
+        except (OSError, ValueError) as err:  # a name too long, a NUL byte ...
+            raise BadInput(f"PATH {text!r} is not a usable path: {err}") from None
     return list(paths)
+
+
+def _check_claim_path(text: str) -> None:
+    path = Path(text)
+    if os.path.lexists(path) and not path.exists():
+        raise BadInput(f"PATH {text!r} is a broken or looping symbolic link")
+    if not path.exists():
+        raise BadInput(f"PATH {text!r} does not exist")
+    if path.is_dir():
+        if not os.access(path, os.R_OK | os.X_OK):
+            raise BadInput(f"PATH {text!r}: the folder is not readable")
+    elif not path.is_file():
+        raise BadInput(f"PATH {text!r} is not a .py file or a folder")
+    elif path.suffix != ".py":
+        raise BadInput(f"PATH {text!r} is not a Python (.py) file")
+    elif not os.access(path, os.R_OK):
+        raise BadInput(f"PATH {text!r}: the file is not readable")
 
 
 # ----------------------------------------------------------------------- parent

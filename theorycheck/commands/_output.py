@@ -182,6 +182,8 @@ def check_input_file(
         raise BadInput(f"{flag} {text!r}: a path cannot hold a NUL byte")
     target = Path(text)
     try:
+        if os.path.lexists(target) and not target.exists():
+            raise BadInput(f"{flag} {text!r} is a broken or looping symbolic link")
         if not target.exists():
             raise BadInput(f"{flag} {text!r} does not exist")
         if target.is_dir():
