@@ -304,6 +304,8 @@ def run_claim_files(
         try:
             for msg in _messages(proc, follow):
                 if follow.feed(msg):
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        proc.wait(timeout=DEADLINE_BASE_S)  # it exits on its own
                     break
             else:
                 try:
@@ -472,7 +474,10 @@ def _child(workdir: Path) -> None:
         except OSError as err:
             message = f"--report {call['report']!r}: cannot write the report: {err}"
             return channel.send(ev="bad", message=message)
-    return channel.send(ev="end", table=table_lines(results))
+    table = table_lines(results)
+    sys.stdout.flush()  # the user's buffered prints reach their file before "end"
+    sys.stderr.flush()
+    return channel.send(ev="end", table=table)
 
 
 def _main(workdir: Path) -> None:
