@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import re
 import sys
 from collections.abc import Sequence
 
@@ -36,7 +37,17 @@ def _command_modules():
         yield importlib.import_module(f"theorycheck.commands.{info.name}")
 
 
+#: what reads as a value, not a flag, after an option: a negative number, a list that
+#: starts with one (``--lengths -1,2``, ``--at -1,0,1``), ``-inf``, ``-nan``. argparse's
+#: own rule takes only ``-1`` and ``-.5`` (``--adv -1e3`` was "expected one argument").
+_NEGATIVE_VALUE = re.compile(r"^-(\.?\d|inf(inity)?$|nan$)", re.IGNORECASE)
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = _NEGATIVE_VALUE
+
     def error(self, message: str) -> None:
         """One line, ``<prog>: error: <message>`` (no usage block), exit 2."""
         text = " ".join(message.split())
@@ -75,16 +86,68 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_leading_options(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """An option before COMMAND that ``theorycheck`` itself does not take is named
+    (argparse would only say that COMMAND is missing)."""
+    own = {s for a in parser._actions for s in a.option_strings}
+    for arg in argv:
+        if not arg.startswith("-") or arg == "-":
+            return  # the command (or a stray value argparse will name)
+        if arg == "--":
+            return
+        if arg.split("=", 1)[0] not in own:
+            parser.error(
+                f"unrecognized option {arg!r} before COMMAND (a command's options "
+                "go after it)"
+            )
+
+
+def _single_options(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Option string -> its flag, for the options that keep one value (``--p``,
+    ``--prompt``; not ``--set``, ``--only`` or switches)."""
+    return {
+        s: a.option_strings[-1]
+        for a in parser._actions
+        if type(a) is argparse._StoreAction
+        for s in a.option_strings
+    }
+
+
+def _check_repeats(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
+    """A one-value option given twice is refused: argparse would keep the last one
+    silently (``--p 0.5 --p 0.6``)."""
+    single = _single_options(parser)
+    seen: set[str] = set()
+    for arg in argv:
+        if arg == "--":
+            return
+        name = arg.split("=", 1)[0]
+        if not name.startswith("--"):
+            continue
+        hits = {f for s, f in single.items() if s == name} or {
+            f for s, f in single.items() if s.startswith(name)
+        }
+        if len(hits) != 1:
+            continue
+        flag = hits.pop()
+        if flag in seen:
+            parser.error(f"argument {flag}: given twice; give it once")
+        seen.add(flag)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs one command; returns its exit status (0 ok, 2 bad input).
 
     ``--help`` and ``--version`` print on stdout and return 0.
     """
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
+        _check_leading_options(parser, argv)
         args, extra = parser.parse_known_args(argv)
         if extra:  # said by the command's parser, so the line names the command
             args._parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        _check_repeats(args._parser, argv[argv.index(args.command) + 1 :])
     except SystemExit as stop:  # --help, --version, or a parse error (printed)
         return stop.code if isinstance(stop.code, int) else EXIT_BAD_INPUT
     try:

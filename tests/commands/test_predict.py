@@ -10,6 +10,7 @@ from theorycheck.cli import main
 KEYS = {
     "divergence",
     "ddot",
+    "ddot_tolerance",
     "local",
     "global",
     "ratio",

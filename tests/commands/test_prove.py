@@ -42,7 +42,7 @@ def test_prove_example_claims_statuses(capsys):
         "example.max_prob_at_most_half": "holds_with_correction",
     }
     for c in out["claims"]:
-        assert set(c) == CLAIM_KEYS
+        assert CLAIM_KEYS <= set(c)
         for m in c["methods"]:
             assert {"method", "name", "status", "detail"} <= set(m)
 

@@ -19,12 +19,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from theorycheck._errors import BadInput
 
 __all__ = [
+    "check_input_file",
     "check_output_dir",
     "check_output_path",
     "emit_json",
@@ -75,6 +77,19 @@ def check_output_path(
         theorycheck._errors.BadInput: --plot 'notes.txt': expected a .png file
     """
     text = os.fspath(path)
+    if text.strip() == "":
+        raise BadInput(f"{flag} {text!r} is empty; expected a file path")
+    if "\x00" in text:
+        raise BadInput(f"{flag} {text!r}: a path cannot hold a NUL byte")
+    try:
+        return _checked_file(flag, text, suffixes)
+    except BadInput:
+        raise
+    except (OSError, ValueError) as err:  # NUL byte, a name too long, a loop ...
+        raise BadInput(f"{flag} {text!r} is not a usable path: {err}") from None
+
+
+def _checked_file(flag: str, text: str, suffixes: tuple[str, ...] | None) -> Path:
     target = Path(text)
     if target.is_dir():
         raise BadInput(f"{flag} {text!r} is a directory; expected a file path")
@@ -84,7 +99,7 @@ def check_output_path(
     parent = target.parent
     if not parent.is_dir():
         raise BadInput(f"{flag} {text!r}: directory {str(parent)!r} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK):
+    if not _writable(parent):
         raise BadInput(f"{flag} {text!r}: directory {str(parent)!r} is not writable")
     if target.exists() and not os.access(target, os.W_OK):
         raise BadInput(f"{flag} {text!r}: the file exists and is not writable")
@@ -95,18 +110,95 @@ def check_output_dir(flag: str, path: str | os.PathLike) -> Path:
     """Checks that ``path`` is (or can be created as) a writable directory.
 
     Raises:
-        BadInput: ``path`` is a file, or the nearest existing ancestor is not a
-        writable directory.
+        BadInput: ``path`` is empty (it would mean the working directory), is a
+        file, or the nearest existing ancestor is not a writable directory.
+
+    Examples:
+        >>> check_output_dir("--out", "")
+        Traceback (most recent call last):
+        ...
+        theorycheck._errors.BadInput: --out '' is empty; expected a directory
     """
     text = os.fspath(path)
+    if text.strip() == "":
+        raise BadInput(f"{flag} {text!r} is empty; expected a directory")
+    if "\x00" in text:
+        raise BadInput(f"{flag} {text!r}: a path cannot hold a NUL byte")
+    try:
+        return _checked_dir(flag, text)
+    except BadInput:
+        raise
+    except (OSError, ValueError) as err:  # NUL byte, a name too long, a loop ...
+        raise BadInput(f"{flag} {text!r} is not a usable path: {err}") from None
+
+
+def _checked_dir(flag: str, text: str) -> Path:
     target = Path(text)
     if target.exists() and not target.is_dir():
         raise BadInput(f"{flag} {text!r} is a file; expected a directory")
     probe = target
     while not probe.exists():
         probe = probe.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+    if not probe.is_dir() or not _writable(probe):
         raise BadInput(f"{flag} {text!r}: {str(probe)!r} is not a writable directory")
+    return target
+
+
+def _writable(folder: Path) -> bool:
+    """Whether a file can be created in ``folder``: tried, not read off the mode bits
+    (root passes every ``os.access`` test; /proc and read-only mounts do not)."""
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return False
+    try:
+        fd, name = tempfile.mkstemp(dir=folder, prefix=".theorycheck-probe-")
+    except OSError:
+        return False
+    os.close(fd)
+    os.remove(name)
+    return True
+
+
+def check_input_file(
+    flag: str, path: str | os.PathLike, suffixes: tuple[str, ...] | None = None
+) -> Path:
+    """Checks that ``path`` names a readable regular file, before it is opened (a
+    directory, ``/dev/null`` or a named pipe is named as what it is, and a pipe is
+    never opened: reading one could wait forever).
+
+    Raises:
+        BadInput: an empty path, a NUL byte, a missing path, a directory or other
+        non-regular file, a wrong suffix, an unreadable file.
+
+    Examples:
+        >>> check_input_file("BATCH", "")
+        Traceback (most recent call last):
+        ...
+        theorycheck._errors.BadInput: BATCH '' is empty; expected a file
+    """
+    text = os.fspath(path)
+    if text.strip() == "":
+        raise BadInput(f"{flag} {text!r} is empty; expected a file")
+    if "\x00" in text:
+        raise BadInput(f"{flag} {text!r}: a path cannot hold a NUL byte")
+    target = Path(text)
+    try:
+        if os.path.lexists(target) and not target.exists():
+            raise BadInput(f"{flag} {text!r} is a broken or looping symbolic link")
+        if not target.exists():
+            raise BadInput(f"{flag} {text!r} does not exist")
+        if target.is_dir():
+            raise BadInput(f"{flag} {text!r} is a directory; expected a file")
+        if not target.is_file():
+            raise BadInput(f"{flag} {text!r} is not a regular file (a device or pipe)")
+        if not os.access(target, os.R_OK):
+            raise BadInput(f"{flag} {text!r}: the file is not readable")
+    except BadInput:
+        raise
+    except (OSError, ValueError) as err:  # a name too long, a loop of links ...
+        raise BadInput(f"{flag} {text!r} is not a usable path: {err}") from None
+    if suffixes is not None and target.suffix.lower() not in suffixes:
+        kinds = ", ".join(suffixes[:-1]) + " or " * (len(suffixes) > 1) + suffixes[-1]
+        raise BadInput(f"{flag} {text!r}: expected a {kinds} file")
     return target
 
 

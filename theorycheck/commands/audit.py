@@ -59,7 +59,11 @@ def _overrides(items, rules):
         except BadInput as err:  # name the whole RULE.KEY=VALUE item and the flag
             reason = str(err).partition(": ")[2]
             raise BadInput(f"--set {item!r}: {reason}") from None
-        per_rule.setdefault(target, {}).update(assigned)
+        mine = per_rule.setdefault(target, {})
+        for key in assigned:
+            if key in mine:
+                raise BadInput(f"--set {item!r}: {target}.{key} is given twice")
+        mine.update(assigned)
     return {r: resolve_params(r, kv)[0] for r, kv in per_rule.items()}
 
 
@@ -134,11 +138,20 @@ def run(args: argparse.Namespace) -> int:
     import jax
 
     from theorycheck._errors import BadInput
-    from theorycheck.commands._output import check_output_path, emit_json
+    from theorycheck.commands._output import (
+        check_input_file,
+        check_output_path,
+        emit_json,
+    )
     from theorycheck.losses import audit_batch, check_rules, load_batch
 
+    check_input_file("BATCH", args.batch)
+    names = [r.strip() for r in args.rules.split(",") if r.strip()]
+    twice = sorted({r for r in names if names.count(r) > 1})
+    if twice:
+        raise BadInput(f"--rules {args.rules!r}: {twice[0]!r} is named twice")
     try:
-        rules = check_rules([r.strip() for r in args.rules.split(",") if r.strip()])
+        rules = check_rules(names)
     except BadInput as err:
         raise BadInput(f"--rules {args.rules!r}: {err}") from None
     params = _overrides(args.params, rules)

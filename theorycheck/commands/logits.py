@@ -54,6 +54,12 @@ def encode_prompt(model, prompt: str) -> list[int]:
             f"--prompt {prompt!r} encodes to token id {outside[0]}, outside the "
             f"model's vocabulary of {vocab}: tokenizer and weights do not match"
         )
+    longest = getattr(model.config, "max_positions", None)
+    if longest is not None and len(ids) > longest:
+        raise BadInput(
+            f"--prompt ({len(prompt)} characters) encodes to {len(ids)} tokens, more "
+            f"than the model's max_positions = {longest}"
+        )
     return ids
 
 

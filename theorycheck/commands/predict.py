@@ -97,6 +97,67 @@ def _sign(x: float) -> int:
     return (x > 0) - (x < 0)
 
 
+def ddot_tolerance(mu: list[float], pi: list[float], k: int, kind: str) -> float:
+    r"""The rounding bound below which ``predict`` reports Ḋ (and its local and global
+        parts) as 0: what float64 can resolve of Ḋ for these inputs.
+
+        The command rebuilds π = exp(log_softmax(log π)) and μ = exp(log μ), so each
+        entry carries a relative error of at most
+        :math:`r^\pi_i = arepsilon(|\log\pi_i| + L + 2)`,
+        :math:`r^\mu_i = arepsilon(|\log\mu_i| + 2)` (:math:`L = \lceil\log_2 V
+    ceil`,
+        the normaliser's pairwise sum; :math:`arepsilon = 2^{-52}`, twice the unit
+        roundoff, as margin). To first order the error of Ḋ is then at most
+
+        .. math::
+                    au = arepsilon (L + 2) M + \sum_i r^\pi_i\, \pi_i\, g^\pi_i
+                   + \sum_i r^\mu_i\, \mu_i\, g^\mu_i
+
+        with M the sum of the absolute values of Ḋ's products and g the bounds on
+        |∂Ḋ/∂π_i|, |∂Ḋ/∂μ_i| (Ḋ's formulas in :mod:`theorycheck.numeric`):
+
+        * KL: :math:`M = \pi_k + \mu_k + \sum_i \pi_i(\pi_i + \mu_i)`,
+          :math:`g^\pi_i = [i = k] + \mu_i + 2\pi_i`, :math:`g^\mu_i = [i = k] + \pi_i`;
+        * TV (signs fixed; a difference below rounding is a tie, see
+          docs/numeric.md): :math:`M = \pi_k + \sum_i \pi_i^2`,
+          :math:`g^\pi_i = [i = k] + \pi_k + 2\pi_i + 	frac12\sum_j \pi_j^2`,
+          :math:`g^\mu = 0`.
+
+        The top-K estimators regroup the same products (support slots and a tail
+    bucket), so the same bound is used for them.
+
+        Examples:
+            >>> tol = ddot_tolerance([0.5, 0.3, 0.2], [0.5, 0.3, 0.2], 0, "kl")
+            >>> 1e-16 < tol < 1e-14
+            True
+    """
+    import numpy as np
+
+    eps = float(np.finfo(np.float64).eps)
+    p = np.asarray(pi, np.float64)
+    m = np.asarray(mu, np.float64)
+    onehot = np.arange(p.size) == k
+    big_l = max(1, (p.size - 1).bit_length())
+    r_pi = np.abs(np.log(p)) + big_l + 2
+    with np.errstate(divide="ignore"):
+        r_mu = np.where(m > 0, np.abs(np.log(np.where(m > 0, m, 1.0))) + 2, 0.0)
+    if kind == "kl":
+        size = p[k] + m[k] + np.sum(p * (p + m))
+        g_pi = onehot + m + 2 * p
+        g_mu = onehot + p
+    else:
+        size = p[k] + np.sum(p * p)
+        g_pi = onehot + p[k] + 2 * p + 0.5 * np.sum(p * p)
+        g_mu = np.zeros_like(p)
+    rounding = np.sum(r_pi * p * g_pi) + np.sum(r_mu * m * g_mu)
+    return float(eps * ((big_l + 2) * size + rounding))
+
+
+def _resolved(x: float, tol: float) -> float:
+    """``x``, or 0.0 when its magnitude is within rounding (``tol``)."""
+    return 0.0 if abs(x) <= tol else x
+
+
 def predict(args: argparse.Namespace) -> dict:
     """Computes the JSON record of ``theorycheck predict`` (float64)."""
     import jax
@@ -126,6 +187,12 @@ def predict(args: argparse.Namespace) -> dict:
         )
     if not math.isfinite(args.adv):
         raise BadInput(f"--adv {args.adv!r} must be finite")
+    if not math.isfinite(pi[args.sampled] / mu[args.sampled]):
+        raise BadInput(
+            f"--behavior entry {args.sampled} = {mu[args.sampled]!r}: the ratio "
+            f"pi_k / mu_k = {pi[args.sampled]!r} / {mu[args.sampled]!r} overflows "
+            "float64"
+        )
     if args.estimator == "full":
         for flag, value in (("--topk", args.topk), ("--support", args.support)):
             if value is not None:
@@ -149,7 +216,8 @@ def predict(args: argparse.Namespace) -> dict:
         z = np.log(np.asarray(pi, np.float64))
         k = np.int64(args.sampled)
         kw = {} if full else {"topk": topk, "support": support}
-        d = float(divergence(b, z, k, kind=kind, **kw))
+        # every divergence here is >= 0 (Gibbs): a negative value is rounding
+        d = max(float(divergence(b, z, k, kind=kind, **kw)), 0.0)
         res = ddot(
             b,
             z,
@@ -158,20 +226,24 @@ def predict(args: argparse.Namespace) -> dict:
             estimator=estimator,
             **({} if full else {"topk": topk, "support": support}),
         )
-        dd = float(res.ddot)
+        tol = ddot_tolerance(mu, pi, args.sampled, args.divergence)
+        dd = _resolved(float(res.ddot), tol)
         exact = (
             dd
             if full
-            else float(
-                ddot(
-                    b,
-                    z,
-                    k,
-                    kind=args.divergence,
-                    estimator="topk_proportional",
-                    topk=topk,
-                    support=support,
-                ).ddot
+            else _resolved(
+                float(
+                    ddot(
+                        b,
+                        z,
+                        k,
+                        kind=args.divergence,
+                        estimator="topk_proportional",
+                        topk=topk,
+                        support=support,
+                    ).ddot
+                ),
+                tol,
             )
         )
         radius = float(first_order_radius(b, z, k, kind=kind, **kw))
@@ -185,8 +257,9 @@ def predict(args: argparse.Namespace) -> dict:
     return {
         "divergence": d,
         "ddot": dd,
-        "local": float(res.local),
-        "global": float(res.global_),
+        "local": _resolved(float(res.local), tol),
+        "global": _resolved(float(res.global_), tol),
+        "ddot_tolerance": tol,
         "ratio": ratio,
         "ratio_direction": _sign(args.adv * (ratio - 1.0)),
         "predicted_direction": _sign(args.adv * dd),
@@ -213,7 +286,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"D_{kind} = {out['divergence']:.6g}   r = {out['ratio']:.6g}")
     print(
         f"Ddot = {out['ddot']:.6g}  (local {out['local']:.6g}, "
-        f"global {out['global']:.6g})"
+        f"global {out['global']:.6g}; |Ddot| <= {out['ddot_tolerance']:.2g} "
+        "is rounding and counts as 0)"
     )
     print(
         f"ratio direction: {word[out['ratio_direction']]}; "

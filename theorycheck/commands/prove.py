@@ -3,20 +3,28 @@
 Discovers module-level :class:`theorycheck.claims.Claim` objects under each PATH
 (default ``./proofs``), the way pytest discovers tests, and evaluates them. The exit
 code is 0 whenever the claims ran: a claim that *fails* is a finding (its counterexample
-is in the output), not an error. Exit 2 on bad input: a path that does not exist, a
-module that does not import, an unknown ``--only`` id."""
+is in the output), not an error. Exit 2 on bad input: a path that is empty, does not
+exist or is no ``.py`` file or folder, a module that does not import, no claims, an
+unknown ``--only`` id, an unwritable ``--report`` (checked before any work), and a claim
+file that misbehaves: the files are imported and run only in a child process
+(:mod:`theorycheck.commands._claim_files`) with a deadline per claim (``--timeout``),
+its output captured, so a loop, ``sys.exit``, ``os._exit`` or a ``print`` in a claim
+file ends as one line on stderr, never as a hang, a silent exit or text in ``--json``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from pathlib import Path
 
 NAME = "prove"
 HELP = "check paper propositions (claims) by at least two independent methods"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from theorycheck.commands._claim_files import DEFAULT_TIMEOUT_S
+
     parser.add_argument(
         "paths",
         nargs="*",
@@ -38,35 +46,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="also write DIR/proofs.md and DIR/proofs.json",
     )
-
-
-def _emit_json(obj: dict) -> None:
-    """Exactly one JSON object on stdout (claim results are plain, finite JSON)."""
-    import json
-
-    print(json.dumps(obj, allow_nan=False))
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds each claim may take (default {DEFAULT_TIMEOUT_S:g}); the "
+        "import of the claim files gets 20 s more",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    from theorycheck._errors import BadInput
-    from theorycheck.claims import run_claims, table_lines, write_report
-    from theorycheck.commands._output import flag_names
+    from theorycheck.commands._claim_files import (
+        check_claim_paths,
+        check_timeout,
+        run_claim_files,
+    )
+    from theorycheck.commands._output import check_output_dir, flag_names
 
-    paths = args.paths or ["proofs"]
-    if args.report is not None and Path(args.report).is_file():
-        raise BadInput(f"--report {args.report}: is a file, not a folder")
-    with flag_names(only="--only"):
-        results = run_claims(paths, only=args.only, quick=args.quick)
-    for r in results:
-        for m in r.errors:
-            print(
-                f"theorycheck prove: {r.id}: check {m.name!r} raised {m.error}",
-                file=sys.stderr,
-            )
+    paths = check_claim_paths(args.paths or ["proofs"])
+    check_timeout(args.timeout)
     if args.report is not None:
-        write_report(results, args.report)
+        check_output_dir("--report", args.report)
+    with flag_names(only="--only"):
+        done = run_claim_files(
+            paths,
+            only=args.only,
+            quick=args.quick,
+            report=args.report,
+            timeout_s=args.timeout,
+        )
+    if done.output:  # the claim files' own prints: stderr, never stdout
+        sys.stderr.write(done.output)
+    for claim_id, check, error in done.errors:
+        print(
+            f"theorycheck prove: {claim_id}: check {check!r} raised {error}",
+            file=sys.stderr,
+        )
+    sys.stderr.flush()
     if args.json:
-        _emit_json({"claims": [r.to_json() for r in results]})
+        print(json.dumps({"claims": done.claims}, allow_nan=False), flush=True)
         return 0
-    print("\n".join(table_lines(results)))
+    print("\n".join(done.table), flush=True)
     return 0

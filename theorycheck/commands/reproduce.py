@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from pathlib import Path
 
 NAME = "reproduce"
 HELP = "the main job: claims, convexity table and rollout analysis, as one report"
@@ -40,16 +40,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from theorycheck._errors import BadInput
-    from theorycheck.reproduce import SECTIONS, reproduce
+    from theorycheck.commands._output import check_output_dir
+    from theorycheck.reproduce import SECTIONS, proofs_dir, reproduce
 
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise BadInput(f"--out {args.out}: is a file, not a folder")
+    out = check_output_dir("--out", args.out)  # before any work
     known = {s.name: s for s in SECTIONS}
     for name in args.section:
         if name not in known:
             raise BadInput(f"--section {name!r}: not one of {', '.join(known)}")
     chosen = [s for s in SECTIONS if not args.section or s.name in args.section]
+    if any(s.name == "proofs" for s in chosen):
+        proofs = proofs_dir()
+        if not proofs.is_dir():
+            source = (
+                "$THEORYCHECK_PROOFS" if os.environ.get("THEORYCHECK_PROOFS") else ""
+            )
+            raise BadInput(
+                f"{source + ' ' if source else ''}{str(proofs)!r}: the proofs folder "
+                "does not exist (the proofs section needs it)"
+            )
     index = reproduce(out, quick=args.quick, sections=chosen)
     failed = [s for s in index["sections"] if s["error"]]
     for s in failed:

@@ -5,6 +5,7 @@ Every message names the bad value and, for an unknown name or key, lists the val
 
 from __future__ import annotations
 
+import decimal
 import math
 from collections.abc import Mapping
 
@@ -42,7 +43,8 @@ def parse_assignments(items: list[str]) -> dict[str, float]:
     assignments (the CLI's ``--set``).
 
     ``inf`` is allowed (e.g. ``log_ratio_clamp=inf``); NaN, a missing ``=``, an empty
-    key, a value that is not a number and a key given twice are refused with a
+    key, a value that is not a number, a nonzero finite number that float64 rounds to
+    0 or to infinity (``1e-400``, ``1e400``) and a key given twice are refused with a
     :class:`BadInput` that starts ``assignment 'ITEM':`` (the commands name their flag
     instead, through ``commands._output.flag_names``).
 
@@ -62,6 +64,16 @@ def parse_assignments(items: list[str]) -> dict[str, float]:
             raise BadInput(f"assignment {item!r}: {value!r} is not a number") from None
         if math.isnan(number):
             raise BadInput(f"assignment {item!r}: NaN is not a valid value")
+        if number == 0 or math.isinf(number):  # the decimal text may say otherwise
+            try:
+                exact = decimal.Decimal(value.strip().replace("_", ""))
+            except decimal.InvalidOperation:
+                exact = None
+            if exact is not None and exact.is_finite() and exact != 0:
+                what = "underflows to 0" if number == 0 else f"overflows to {number}"
+                raise BadInput(
+                    f"assignment {item!r}: {value.strip()} {what} in float64"
+                )
         if key in out:
             raise BadInput(f"assignment {item!r}: {key!r} is given twice")
         out[key] = number

@@ -52,7 +52,13 @@ from jaxtyping import Array, Float
 
 from theorycheck.numeric import _checks
 from theorycheck.numeric._choices import Divergence, Support, choose
-from theorycheck.numeric._ddot import full_ddot, reduced_ddot
+from theorycheck.numeric._ddot import (
+    TAIL_LOG2_TERMS,
+    full_ddot,
+    log2_terms,
+    reduced_ddot,
+    tie_sign,
+)
 from theorycheck.numeric._divergence import default_topk, validate
 from theorycheck.numeric._support import Reduced, reduce_to_support
 
@@ -83,7 +89,8 @@ def full_second_order(
     pi, v, c, sigma2, _ = line_terms(logp, sampled)
     if kind == "kl":
         return sigma2
-    s = jnp.sign(pi - jnp.exp(behavior_logp))
+    mu = jnp.exp(behavior_logp)
+    s = tie_sign(pi, mu, logp, behavior_logp, log2_terms(pi.shape[-1]))
     w = v - c[..., None]
     return 0.5 * jnp.sum(s * pi * (w * w - sigma2[..., None]), axis=-1)
 
@@ -99,11 +106,12 @@ def reduced_second_order(r: Reduced, logp: Array, sampled: Array, kind: str) -> 
         return sigma2 - mu_t * jnp.maximum(var_t, 0.0)
     pi = jnp.where(r.valid, jnp.exp(r.logpi), 0.0)
     mu = jnp.where(r.valid, jnp.exp(r.logmu), 0.0)
-    s = jnp.sign(pi - mu)
+    s = tie_sign(pi, mu, r.logpi, r.logmu, TAIL_LOG2_TERMS)
     w = jnp.where(r.is_k, 1.0, 0.0) - pi - c[..., None]
     inside = jnp.sum(s * pi * (w * w - sigma2[..., None]), axis=-1)
     tail = c_t + 2 * c * q_t + c * c * pi_t - sigma2 * pi_t
-    return 0.5 * (inside + jnp.sign(pi_t - mu_t) * tail)
+    s_t = tie_sign(pi_t, mu_t, r.logpi_tail, r.logmu_tail, TAIL_LOG2_TERMS)
+    return 0.5 * (inside + s_t * tail)
 
 
 def radius_from(ddot: Array, span: Array, kind: str, kink: Array | None) -> Array:
