@@ -6,8 +6,8 @@ import argparse
 
 NAME = "conventions"
 HELP = (
-    "per-token weights and clip windows of verl, SkyRL, TRL and Miles presets, "
-    "with same-name discrepancies flagged"
+    "per-token weights and clip windows of verl, SkyRL, TRL, Miles and Stable-RL "
+    "presets (each with its version range), with same-name discrepancies flagged"
 )
 
 
@@ -73,6 +73,16 @@ def render_markdown(report: dict) -> str:
             f"{', per micro-batch' if p['per_micro_batch'] else ''}) | "
             f"{p['total_weight']:.4g} |"
         )
+    lines += [
+        "",
+        "## Versions and anchors",
+        "",
+        "| preset | version range | ratio anchor |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| {p['name']} | {p['version']} | {p['anchor']} |" for p in report["presets"]
+    ]
     lines += [
         "",
         "## Effective per-token weight of each response",

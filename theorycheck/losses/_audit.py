@@ -224,6 +224,9 @@ def audit_batch(batch: dict, rules, params=None) -> dict:
         gated = np.asarray(gated) & (m == 1)
         clamp = kw.get("log_ratio_clamp")
         clamped = (np.abs(log_r) > clamp) & (m == 1) if clamp is not None else None
+        if name == "gspo_token":  # an upper clamp on the sequence's log s
+            seq = _rule_inputs(name, batch)["seq_log_ratio"]
+            clamped = (seq > clamp) & (m == 1)
         rows.append(
             {
                 "rule": name,

@@ -157,6 +157,14 @@ def dppo_topk_kl_symbolic(
     )
 
 
+def _capped(z, sampled, adv, behavior_logp, kind, delta, cap, clamp):
+    ratio = sym_ratio(z, sampled, behavior_logp, clamp)
+    div = sym_divergence(z, sampled, behavior_logp, kind)
+    cond = sp.And(div > sym_number(delta), _direction_condition(adv, ratio))
+    weight = Frozen(sp.Min(ratio, sym_number(cap)) * sp.Piecewise((0, cond), (1, True)))
+    return -weight * sym_number(adv) * sym_log_softmax(z, sampled)
+
+
 def dppo_capped_symbolic(
     z,
     sampled,
@@ -168,11 +176,25 @@ def dppo_capped_symbolic(
     log_ratio_clamp=LOG_RATIO_CLAMP,
 ):
     """SymPy spec of ``dppo_capped``: Frozen(min(r, C)·m)·Â·log π_k."""
-    ratio = sym_ratio(z, sampled, behavior_logp, log_ratio_clamp)
-    div = sym_divergence(z, sampled, behavior_logp, "binary_tv")
-    cond = sp.And(div > sym_number(delta), _direction_condition(adv, ratio))
-    weight = Frozen(sp.Min(ratio, sym_number(cap)) * sp.Piecewise((0, cond), (1, True)))
-    return -weight * sym_number(adv) * sym_log_softmax(z, sampled)
+    return _capped(
+        z, sampled, adv, behavior_logp, "binary_tv", delta, cap, log_ratio_clamp
+    )
+
+
+def dppo_binary_kl_capped_symbolic(
+    z,
+    sampled,
+    *,
+    adv,
+    behavior_logp,
+    delta=DELTA_KL,
+    cap=CAP,
+    log_ratio_clamp=LOG_RATIO_CLAMP,
+):
+    """SymPy spec of ``dppo_binary_kl_capped``: binary-KL m, Frozen(min(r, C)·m)."""
+    return _capped(
+        z, sampled, adv, behavior_logp, "binary_kl", delta, cap, log_ratio_clamp
+    )
 
 
 def _predictive(z, sampled, adv, behavior_logp, kind, delta, topk, clamp):

@@ -191,6 +191,14 @@ _ENTRIES = (
         description="verl DPPO: detached min(r, cap) m weight on A log pi_k",
     ),
     _spec(
+        "dppo_binary_kl_capped",
+        "token",
+        _dppo,
+        symbolic_module=_dppo_symbolic,
+        reference="verl dppo_kl (verl-project/verl 182383b, #5397); DPPO Eq. 14",
+        description="verl dppo_kl: binary-KL mask, detached min(r, cap) m weight",
+    ),
+    _spec(
         "predictive_kl",
         "token",
         _dppo,
