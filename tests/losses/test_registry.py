@@ -21,7 +21,15 @@ from theorycheck.testing import assert_close
 
 N_CASES = 1000
 #: top-K rules are tested with K = 3 < V = 6 so that the tail bucket is non-empty.
-PARAM_OVERRIDES = {"dppo_topk_tv": {"topk": 3}, "dppo_topk_kl": {"topk": 3}}
+PARAM_OVERRIDES = {
+    name: {"topk": 3}
+    for name in (
+        "dppo_topk_tv",
+        "dppo_topk_kl",
+        "dppo_topk_tv_k_slots",
+        "dppo_topk_kl_k_slots",
+    )
+}
 
 
 def _coefficient_inputs(name, spec, params, z, k, mu, rng, *, sequence):
@@ -32,6 +40,11 @@ def _coefficient_inputs(name, spec, params, z, k, mu, rng, *, sequence):
     if name in ("dppo_topk_tv", "dppo_topk_kl"):
         kind = name.removeprefix("dppo_")
         coef_kw["divergence"] = divergence(mu, z, k, kind=kind, topk=params["topk"])
+    if name in ("dppo_topk_tv_k_slots", "dppo_topk_kl_k_slots"):
+        kind = name.removeprefix("dppo_").removesuffix("_k_slots")
+        coef_kw["divergence"] = divergence(
+            mu, z, k, kind=kind, topk=params["topk"], support="k_slots"
+        )
     if name.startswith("predictive_"):
         kind = name.removeprefix("predictive_")
         topk = int(params["topk"])

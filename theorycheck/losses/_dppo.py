@@ -51,6 +51,8 @@ from theorycheck.numeric import (
 #: removed on 2026-07-20, huggingface/trl #6402.)
 DELTA_TV = 0.15
 DELTA_KL = 0.05
+#: Stable-RL's DPPO threshold: ``clip_ratio`` of its actor config (0.2).
+DELTA_STABLE = 0.2
 #: verl's ``clip_ratio_c`` default, reused as the DPPO weight cap.
 CAP = 3.0
 #: top-K used in the DPPO and predictive-mask experiments.
@@ -231,9 +233,18 @@ def dppo_topk_kl_loss(
     )
 
 
-def _capped_loss(kind, logits, sampled, adv, behavior_logp, delta, cap, clamp):
+def _capped_loss(
+    kind, logits, sampled, adv, behavior_logp, delta, cap, clamp, topk=None
+):
     ratio = jnp.exp(log_ratio(logits, sampled, behavior_logp, clamp))
-    div = divergence(behavior_logp, logits, sampled, kind=kind)
+    div = divergence(
+        behavior_logp,
+        logits,
+        sampled,
+        kind=kind,
+        topk=topk,
+        support="k_slots" if topk else "union",
+    )
     mask = dppo_mask(div, ratio, adv, delta=delta)
     weight = jax.lax.stop_gradient(jnp.minimum(ratio, cap) * mask)
     return -weight * adv * sampled_logp(logits, sampled)
@@ -315,6 +326,104 @@ def dppo_binary_kl_capped_loss(
     """
     return _capped_loss(
         "binary_kl", logits, sampled, adv, behavior_logp, delta, cap, log_ratio_clamp
+    )
+
+
+def dppo_topk_tv_k_slots_loss(
+    logits: ArrayLike,
+    sampled: int,
+    *,
+    adv: float,
+    behavior_logp: ArrayLike,
+    delta: float = DELTA_STABLE,
+    cap: float = CAP,
+    topk: int = TOPK,
+    log_ratio_clamp: float = LOG_RATIO_CLAMP,
+) -> jax.Array:
+    r"""Stable-RL's top-K TV DPPO: K slots (k replaces the K-th entry when it is
+    not among the behavior's top K), the rest one bucket; capped, detached weight.
+
+    .. math::
+        \ell = -\operatorname{sg}\big(\min(r, C)\,m\big)\,\hat A\log\pi_k, \quad
+        m = 0 \iff D^{K\text{-slots}}_{TV} > \delta \wedge \hat A(r-1) > 0
+
+    Args:
+        logits: ``[V]`` logits z.
+        sampled: sampled token k.
+        adv: advantage Â.
+        behavior_logp: ``[V]`` log μ (Stable-RL: the rollout log-prob).
+        delta: δ (0.2, Stable-RL's ``clip_ratio``).
+        cap: C (``clip_ratio_c`` = 3 in its actor config).
+        topk: K (the rollout engine's returned top-K).
+        log_ratio_clamp: guard on log r (value only).
+
+    Returns:
+        A scalar loss.
+
+    References:
+        DPPO (arXiv 2602.04879) Eq. 15; Stable-RL ``compute_topk_kl``
+        (verl/workers/actor/utils.py) and ``compute_policy_loss_with_mask``
+        (verl/trainer/ppo/core_algos.py) at sail-sg/Stable-RL c6af1d1.
+    """
+    return _capped_loss(
+        "topk_tv",
+        logits,
+        sampled,
+        adv,
+        behavior_logp,
+        delta,
+        cap,
+        log_ratio_clamp,
+        topk=int(topk),
+    )
+
+
+def dppo_topk_kl_k_slots_loss(
+    logits: ArrayLike,
+    sampled: int,
+    *,
+    adv: float,
+    behavior_logp: ArrayLike,
+    delta: float = DELTA_STABLE,
+    cap: float = CAP,
+    topk: int = TOPK,
+    log_ratio_clamp: float = LOG_RATIO_CLAMP,
+) -> jax.Array:
+    r"""Stable-RL's top-K KL DPPO: K slots (k replaces the K-th entry when it is
+    not among the behavior's top K), the rest one bucket; capped, detached weight.
+
+    .. math::
+        \ell = -\operatorname{sg}\big(\min(r, C)\,m\big)\,\hat A\log\pi_k, \quad
+        m = 0 \iff D^{K\text{-slots}}_{KL} > \delta \wedge \hat A(r-1) > 0
+
+    Args:
+        logits: ``[V]`` logits z.
+        sampled: sampled token k.
+        adv: advantage Â.
+        behavior_logp: ``[V]`` log μ (Stable-RL: the rollout log-prob).
+        delta: δ (0.2, Stable-RL's ``clip_ratio``).
+        cap: C (``clip_ratio_c`` = 3 in its actor config).
+        topk: K (the rollout engine's returned top-K).
+        log_ratio_clamp: guard on log r (value only).
+
+    Returns:
+        A scalar loss.
+
+    References:
+        DPPO (arXiv 2602.04879) Eq. 16; Stable-RL ``compute_topk_kl``
+        (verl/workers/actor/utils.py) and ``compute_policy_loss_with_mask``
+        (verl/trainer/ppo/core_algos.py) at sail-sg/Stable-RL c6af1d1.
+    """
+    return _capped_loss(
+        "topk_kl",
+        logits,
+        sampled,
+        adv,
+        behavior_logp,
+        delta,
+        cap,
+        log_ratio_clamp,
+        topk=int(topk),
     )
 
 
@@ -543,6 +652,37 @@ def dppo_binary_kl_capped_coefficient(
         ``(c, gated)`` arrays.
     """
     return _capped_coefficient(binary_kl(p, q), p, q, adv, delta, cap, log_ratio_clamp)
+
+
+def dppo_topk_tv_k_slots_coefficient(
+    p,
+    q,
+    adv,
+    *,
+    divergence,
+    delta=DELTA_STABLE,
+    cap=CAP,
+    topk=TOPK,
+    log_ratio_clamp=LOG_RATIO_CLAMP,
+):
+    r""":math:`c = \hat A\min(r, C)\,m`, ``divergence`` the K-slot top-K divergence
+    (an input: it needs whole distributions). ``topk`` is unused here."""
+    return _capped_coefficient(divergence, p, q, adv, delta, cap, log_ratio_clamp)
+
+
+def dppo_topk_kl_k_slots_coefficient(
+    p,
+    q,
+    adv,
+    *,
+    divergence,
+    delta=DELTA_STABLE,
+    cap=CAP,
+    topk=TOPK,
+    log_ratio_clamp=LOG_RATIO_CLAMP,
+):
+    """The KL twin of :func:`dppo_topk_tv_k_slots_coefficient`."""
+    return _capped_coefficient(divergence, p, q, adv, delta, cap, log_ratio_clamp)
 
 
 def predictive_kl_coefficient(
