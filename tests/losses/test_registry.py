@@ -125,13 +125,17 @@ def test_coefficient_matches_autodiff_on_random_cases(name):
 
 def _ratio_boundaries(name, params):
     """Ratios at which the rule's clip or gate switches (empty for ungated rules)."""
-    if name in ("ppo", "dapo", "dual_clip", "gspo", "gspo_token"):
+    if name in ("ppo", "dapo", "dual_clip", "gspo", "gspo_token", "clip_cov", "luspo"):
         out = [1.0 - params["eps_low"], 1.0 + params["eps_high"]]
         return out + ([params["kappa"]] if name == "dual_clip" else [])
+    if name == "gmpo":  # log-space bounds
+        return [math.exp(-params["eps_low"]), math.exp(params["eps_high"])]
     if name in ("cispo", "glm5"):
         return [params["low"], params["high"]]
-    if name == "dppo_capped":
+    if name in ("dppo_capped", "dppo_binary_kl_capped"):
         return [params["cap"]]
+    if name == "vespo":  # TRL clamps log w at log 1e-8
+        return [1e-8]
     return []
 
 
@@ -153,7 +157,7 @@ def _mask_boundary_pq(name, params):
             for sign in (-1, 1):
                 for eps in (-1e-9, 1e-9):
                     pairs.append((q + sign * (params["delta"] + eps), q))
-    if name == "dppo_binary_kl":
+    if name in ("dppo_binary_kl", "dppo_binary_kl_capped"):
         for q in (0.3, 0.6):
             for p in _binary_kl_level(q, params["delta"]):
                 for side in (1 - 1e-9, 1 + 1e-9):
@@ -199,7 +203,7 @@ def test_coefficient_matches_autodiff_at_boundaries(name):
     adv = np.array([a for _ in pairs for a in (1.3, -0.7)], dtype=np.float64)
     c, gated = _check(name, p, q, adv, params, seed=2, sequence=False)
     # Both sides of a gate boundary are present: the gate flips somewhere.
-    if _ratio_boundaries(name, params) and name not in ("cispo",):
+    if _ratio_boundaries(name, params) and name not in ("cispo", "vespo"):
         assert gated.any() and not gated.all()
 
 
