@@ -19,6 +19,25 @@ from theorycheck.losses._audit import (
     validate_batch,
 )
 from theorycheck.losses._conventions import check_batch_shape, conventions_report
+from theorycheck.losses._corrections import (
+    CORRECTIONS,
+    Correction,
+    combine,
+    corrected_coefficient,
+    geo_mask_sequence,
+    icepop,
+    kl_k1,
+    kl_k2,
+    kl_k3,
+    kl_straight_through,
+    mis_sequence,
+    mis_token,
+    product_mask_sequence,
+    reject_kl,
+    sequence_ratio_stats,
+    tis_sequence,
+    tis_token,
+)
 from theorycheck.losses._gspo import gspo_sequence_loss
 from theorycheck.losses._lco import estimate_vocab_adv
 from theorycheck.losses._params import (
@@ -39,6 +58,23 @@ from theorycheck.losses._spec import LossSpec
 
 __all__ = [
     "AUDITABLE",
+    "CORRECTIONS",
+    "Correction",
+    "combine",
+    "corrected_coefficient",
+    "geo_mask_sequence",
+    "icepop",
+    "kl_k1",
+    "kl_k2",
+    "kl_k3",
+    "kl_straight_through",
+    "mis_sequence",
+    "mis_token",
+    "product_mask_sequence",
+    "reject_kl",
+    "sequence_ratio_stats",
+    "tis_sequence",
+    "tis_token",
     "LOSSES",
     "MODES",
     "PRESETS",
