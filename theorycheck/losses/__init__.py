@@ -13,6 +13,8 @@ from theorycheck.losses._advantages import (
 from theorycheck.losses._audit import (
     AUDITABLE,
     audit_batch,
+    audit_corrections,
+    check_corrections,
     check_rules,
     load_batch,
     synthetic_batch,
@@ -84,6 +86,8 @@ __all__ = [
     "Preset",
     "Reduction",
     "audit_batch",
+    "audit_corrections",
+    "check_corrections",
     "check_rule_value",
     "check_rules",
     "check_batch_shape",
