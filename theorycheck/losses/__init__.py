@@ -20,6 +20,7 @@ from theorycheck.losses._audit import (
     synthetic_batch,
     validate_batch,
 )
+from theorycheck.losses._config import VERSIONS, resolve_config
 from theorycheck.losses._conventions import check_batch_shape, conventions_report
 from theorycheck.losses._corrections import (
     CORRECTIONS,
@@ -81,6 +82,7 @@ __all__ = [
     "MODES",
     "PRESETS",
     "TOKEN_RULES",
+    "VERSIONS",
     "Advantages",
     "LossSpec",
     "Preset",
@@ -100,6 +102,7 @@ __all__ = [
     "load_batch",
     "parse_assignments",
     "reduction_weights",
+    "resolve_config",
     "resolve_params",
     "rloo_advantages",
     "sequence_gradient_norms",
