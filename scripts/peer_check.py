@@ -10,9 +10,10 @@ here: their files are imported from DIR, with small stand-in modules for the pac
 imports their loss files make (configuration classes, ``masked_sum`` and
 ``masked_mean``) so that torch, numpy and omegaconf suffice. Per rule the script
 evaluates the peer's loss at many (p, q, A) points and at every clip, cap, mask and
-clamp boundary (±1e-6 relative), takes the per-token coefficient -d loss / d log pi by torch
-autograd, and compares it with the registry's analytic coefficient; reductions and
-corrections are compared weight by weight. Needs torch (CPU build ``torch==2.13.0``).
+clamp boundary (±1e-6 relative), takes the per-token coefficient -d loss / d log pi
+by torch autograd, and compares it with the registry's analytic coefficient;
+reductions and corrections are compared weight by weight. Needs torch (the CPU build
+``torch==2.13.0``).
 """
 
 from __future__ import annotations
