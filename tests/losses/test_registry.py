@@ -234,6 +234,11 @@ def test_registry_entry_is_documented(name):
     assert spec.family in ("token", "sequence", "distribution")
 
 
+#: rules whose coefficient is not A times a nonnegative weight: DRO adds -beta log r,
+#: KL-Cov -kappa sgn(log r) on its selected tokens (test_penalty_rules_can_flip_...).
+ADDITIVE_PENALTY = ("dro", "kl_cov")
+
+
 # Each example is a vector of 64 tokens, so 40 examples cover 2560 draws per rule.
 @settings(max_examples=40)
 @given(st.integers(0, 2**32 - 1))
@@ -251,5 +256,17 @@ def test_coefficient_never_flips_the_advantage_sign(seed):
         kw = {k: v for k, v in extra.items() if k in spec.coefficient_inputs}
         c, gated = spec.coefficient(p, q, adv, **kw)
         c = np.asarray(c)
-        assert np.all(c * adv >= 0.0), name  # c = A x (nonnegative weight)
+        if name not in ADDITIVE_PENALTY:
+            assert np.all(c * adv >= 0.0), name  # c = A x (nonnegative weight)
         assert np.all(c[np.asarray(gated)] == 0.0), name
+
+
+def test_penalty_rules_can_flip_the_advantage_sign():
+    # DRO: c = A - beta log r. With A = 0.1, beta = 1 and r = e (p = e q) the
+    # penalty wins: c = 0.1 - 1 < 0 although A > 0. KL-Cov likewise on a selected
+    # token: c = A r - kappa sgn(log r).
+    q = 0.1
+    c, _ = LOSSES["dro"].coefficient(math.e * q, q, 0.1, beta=1.0)
+    assert float(c) == pytest.approx(0.1 - 1.0)
+    c, _ = LOSSES["kl_cov"].coefficient(0.2, 0.1, 0.01, selected=1.0, kl_coef=0.1)
+    assert float(c) == pytest.approx(0.01 * 2 - 0.1)
