@@ -1,4 +1,5 @@
-"""Writes the conventions tables of docs/losses.md from the presets in the code.
+"""Writes the conventions tables of docs/losses.md from the presets in the code, and
+the answers to the users' questions (each the real output of one command).
 
 The block is the output of ``theorycheck conventions --batch-shape 2,2,8 --lengths
 2,8,4,0 --micro-batch-size 2`` (the command's own renderer), headings moved two levels
@@ -21,6 +22,104 @@ COMMAND = (
 )
 
 
+_B = "--batch-shape 2,2,8 --lengths 2,8,4,0"
+_SYN = "examples/batches/synthetic.json"
+_LONG = "examples/batches/long_mismatch.npz"
+#: (question, command, (first line, last line) of the output kept; None = all).
+QUESTIONS = (
+    (
+        "verl #3741: does Dr. GRPO's scale depend on the micro-batch size?",
+        f"conventions {_B} --micro-batch-size 1",
+        ("### seq-mean-token-sum-norm", "| TRL dr_grpo"),
+    ),
+    (
+        "verl #3741 (continued), micro-batches of 2 rows",
+        f"conventions {_B} --micro-batch-size 2",
+        ("### seq-mean-token-sum-norm", "| TRL dr_grpo"),
+    ),
+    (
+        "verl #2776: token-mean vs seq-mean-token-mean",
+        f"conventions {_B}",
+        ("| prompt | response", "| 1 | 1 | 0"),
+    ),
+    (
+        "verl #4852: a rejection mask and the denominator",
+        "conventions --config examples/configs/verl_dr_grpo.yaml",
+        ("## Traps", "- k1 rejection"),
+    ),
+    (
+        "TRL #5619: DAPO and gradient accumulation",
+        "conventions --config examples/configs/trl_cispo.yaml loss_type=dapo",
+        ("## Traps", "- steps_per_generation"),
+    ),
+    (
+        "TRL #3823: is GSPO's sequence loss weighted by length? (gspo, one position "
+        "of a 8-token response)",
+        "coefficient gspo --p 0.5 --q 0.5 --adv 1 --set length=8",
+        None,
+    ),
+    (
+        "TRL #3823 (continued): luspo multiplies by the length",
+        "coefficient luspo --p 0.5 --q 0.5 --adv 1 --set length=8",
+        None,
+    ),
+    (
+        "TRL #4493 / #4530: token vs sequence TIS and MIS",
+        f"audit {_LONG} --rules ppo --corrections "
+        "tis_token,tis_sequence,mis_token,mis_sequence,icepop",
+        ("Sequence ratios", "| icepop"),
+    ),
+    (
+        "SkyRL #1665: geometric sequence masking",
+        f"audit {_LONG} --rules ppo --corrections geo_mask_sequence,"
+        "product_mask_sequence",
+        ("Sequence ratios", "| product_mask_sequence"),
+    ),
+    (
+        "TRL #6078: is GMPO's one-sided clip inverted? (log r = 0.59 > 0.4)",
+        "coefficient gmpo --p 0.9 --q 0.5 --adv 1",
+        None,
+    ),
+    (
+        "TRL #6078 (continued): the same ratio with A < 0",
+        "coefficient gmpo --p 0.9 --q 0.5 --adv -1",
+        None,
+    ),
+)
+
+
+def _run(command: str) -> str:
+    import contextlib
+    import io
+    import shlex
+
+    from theorycheck.cli import main
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = main(shlex.split(command))
+    if rc != 0:
+        raise SystemExit(f"{command}: exit {rc}")
+    return buf.getvalue()
+
+
+def _excerpt(text: str, span) -> str:
+    lines = text.rstrip("\n").splitlines()
+    if span is None:
+        return "\n".join(lines)
+    start = next(i for i, x in enumerate(lines) if x.startswith(span[0]))
+    end = next(i for i, x in enumerate(lines) if i >= start and x.startswith(span[1]))
+    return "\n".join(lines[start : end + 1])
+
+
+def questions_block() -> str:
+    parts = []
+    for question, command, span in QUESTIONS:
+        out = _excerpt(_run(command), span)
+        parts.append(f"**{question}**\n\n```\n$ theorycheck {command}\n{out}\n```")
+    return "\n\n".join(parts)
+
+
 def blocks() -> dict[tuple[str, str], str]:
     import jax
 
@@ -31,7 +130,10 @@ def blocks() -> dict[tuple[str, str], str]:
     report = conventions_report((2, 2, 8), [2, 8, 4, 0], micro_batch_size=2)
     text = re.sub(r"(?m)^#", "###", render_markdown(report))
     body = f"Generated from `{COMMAND}`:\n\n{text}"
-    return {("docs/losses.md", "conventions"): body}
+    return {
+        ("docs/losses.md", "conventions"): body,
+        ("docs/losses.md", "questions"): questions_block(),
+    }
 
 
 if __name__ == "__main__":

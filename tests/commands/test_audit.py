@@ -107,3 +107,16 @@ def test_audit_bad_rules_exit_2(tmp_path, batch_file, capsys, argv, needle):
 
 def test_audit_missing_file_exits_2(tmp_path, capsys):
     _bad(tmp_path, capsys, [str(tmp_path / "absent.npz")], "does not exist")
+
+
+def test_audit_reports_corrections_and_refuses_unknown_ones(capsys):
+    from theorycheck.cli import main
+
+    assert main(["audit", "examples/batches/synthetic.json", "--rules", "ppo"]) == 0
+    out = capsys.readouterr().out
+    assert "| geo_mask_sequence |" in out and "Sequence ratios over" in out
+    assert (
+        main(["audit", "examples/batches/synthetic.json", "--corrections", "nope"]) == 2
+    )
+    err = capsys.readouterr().err
+    assert "nope" in err and len(err.strip().splitlines()) == 1

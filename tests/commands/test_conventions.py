@@ -64,3 +64,21 @@ def test_conventions_bad_input_exits_2(capsys, argv, needle):
     captured = capsys.readouterr()
     assert captured.out == "" and needle in captured.err
     assert captured.err.count("\n") == 1
+
+
+def test_conventions_config_markdown_and_bad_file(capsys, tmp_path):
+    pytest.importorskip("omegaconf")
+    args = ["conventions", "--config", "examples/configs/verl_dppo_bypass.yaml"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "| registry rule | dual_clip" in out and "replaces loss_mode" in out
+    assert main(args + ["--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["rule"] == "dual_clip" and data["version"] == "verl@1dda039"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [1\n")
+    assert main(["conventions", "--config", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not valid YAML" in err[0]
+    assert main(["conventions"]) == 2
+    assert "--batch-shape" in capsys.readouterr().err

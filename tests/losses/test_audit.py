@@ -142,3 +142,20 @@ def test_audit_batch_without_signal_reports_no_share():
     report = audit_batch(validate_batch(batch), ["ppo"])
     assert report["rules"][0]["gated_share"] is None
     assert report["zero_adv_group_share"] == 1.0
+
+
+def test_audit_corrections_count_truncation_and_rejection():
+    from theorycheck.losses import audit_corrections, validate_batch
+
+    mask = np.ones((2, 100))
+    q = np.full((2, 100), 0.5)
+    p = q * np.exp(0.012)  # 0.012 per token: the product ratio is e^1.2
+    batch = validate_batch(
+        {"p": p, "q": q, "adv": np.ones(2), "mask": mask, "group_id": np.zeros(2)}
+    )
+    out = audit_corrections(batch, ["tis_sequence", "geo_mask_sequence", "tis_token"])
+    rows = {c["correction"]: c for c in out["corrections"]}
+    assert out["sequence_ratio"]["product_ratio"]["max"] == pytest.approx(np.exp(1.2))
+    assert rows["tis_sequence"]["truncated_tokens"] == 0  # e^1.2 < cap 5
+    assert rows["geo_mask_sequence"]["rejected_sequence_share"] == 1.0  # 1.012 > 1.01
+    assert rows["tis_token"]["truncated_token_share"] == 0.0

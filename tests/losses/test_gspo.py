@@ -68,3 +68,28 @@ def test_gspo_sequence_and_token_forms_agree(seed, adv):
         )
     )(z[i])
     assert_close(row, seq_grad[i])
+
+
+@pytest.mark.parametrize("seq_log_ratio", [-15.0, -25.0, 9.5, 10.5, 12.0])
+def test_gspo_token_clamps_log_s_from_above_only(seq_log_ratio):
+    # verl and SkyRL: torch.clamp(log s, max=10); no lower clamp. Two routes: the
+    # analytic coefficient and autodiff of the JAX loss (d(-loss)/d log pi_k).
+    spec = LOSSES["gspo_token"]
+    assert spec.defaults["log_ratio_clamp"] == 10.0
+    params = {"eps_low": 1e9, "eps_high": 1e9}  # no clip: isolate the clamp
+    z = jnp.array([0.3, -0.2, 0.1])
+    p = float(jax.nn.softmax(z)[0])
+    mu = jnp.log(jnp.array([0.2, 0.5, 0.3]))
+    c, _ = spec.coefficient(p, 0.2, 1.0, seq_log_ratio=seq_log_ratio, **params)
+    grad = jax.grad(
+        lambda zz: (
+            -spec.loss(
+                zz, 0, adv=1.0, behavior_logp=mu, seq_log_ratio=seq_log_ratio, **params
+            )
+        )
+    )(z)
+    # d/dz_0 of a function of log pi_0 is f'(log pi_0) (1 - pi_0)
+    auto = float(grad[0]) / (1.0 - p)
+    expected = 0.0 if seq_log_ratio > 10.0 else float(np.exp(seq_log_ratio))
+    assert float(c) == pytest.approx(expected, rel=1e-12, abs=1e-300)
+    assert auto == pytest.approx(expected, rel=1e-9, abs=1e-300)

@@ -21,7 +21,15 @@ from theorycheck.testing import assert_close
 
 N_CASES = 1000
 #: top-K rules are tested with K = 3 < V = 6 so that the tail bucket is non-empty.
-PARAM_OVERRIDES = {"dppo_topk_tv": {"topk": 3}, "dppo_topk_kl": {"topk": 3}}
+PARAM_OVERRIDES = {
+    name: {"topk": 3}
+    for name in (
+        "dppo_topk_tv",
+        "dppo_topk_kl",
+        "dppo_topk_tv_k_slots",
+        "dppo_topk_kl_k_slots",
+    )
+}
 
 
 def _coefficient_inputs(name, spec, params, z, k, mu, rng, *, sequence):
@@ -32,6 +40,11 @@ def _coefficient_inputs(name, spec, params, z, k, mu, rng, *, sequence):
     if name in ("dppo_topk_tv", "dppo_topk_kl"):
         kind = name.removeprefix("dppo_")
         coef_kw["divergence"] = divergence(mu, z, k, kind=kind, topk=params["topk"])
+    if name in ("dppo_topk_tv_k_slots", "dppo_topk_kl_k_slots"):
+        kind = name.removeprefix("dppo_").removesuffix("_k_slots")
+        coef_kw["divergence"] = divergence(
+            mu, z, k, kind=kind, topk=params["topk"], support="k_slots"
+        )
     if name.startswith("predictive_"):
         kind = name.removeprefix("predictive_")
         topk = int(params["topk"])
@@ -112,13 +125,17 @@ def test_coefficient_matches_autodiff_on_random_cases(name):
 
 def _ratio_boundaries(name, params):
     """Ratios at which the rule's clip or gate switches (empty for ungated rules)."""
-    if name in ("ppo", "dapo", "dual_clip", "gspo", "gspo_token"):
+    if name in ("ppo", "dapo", "dual_clip", "gspo", "gspo_token", "clip_cov", "luspo"):
         out = [1.0 - params["eps_low"], 1.0 + params["eps_high"]]
         return out + ([params["kappa"]] if name == "dual_clip" else [])
+    if name == "gmpo":  # log-space bounds
+        return [math.exp(-params["eps_low"]), math.exp(params["eps_high"])]
     if name in ("cispo", "glm5"):
         return [params["low"], params["high"]]
-    if name == "dppo_capped":
+    if name in ("dppo_capped", "dppo_binary_kl_capped"):
         return [params["cap"]]
+    if name == "vespo":  # TRL clamps log w at log 1e-8
+        return [1e-8]
     return []
 
 
@@ -140,7 +157,7 @@ def _mask_boundary_pq(name, params):
             for sign in (-1, 1):
                 for eps in (-1e-9, 1e-9):
                     pairs.append((q + sign * (params["delta"] + eps), q))
-    if name == "dppo_binary_kl":
+    if name in ("dppo_binary_kl", "dppo_binary_kl_capped"):
         for q in (0.3, 0.6):
             for p in _binary_kl_level(q, params["delta"]):
                 for side in (1 - 1e-9, 1 + 1e-9):
@@ -186,7 +203,7 @@ def test_coefficient_matches_autodiff_at_boundaries(name):
     adv = np.array([a for _ in pairs for a in (1.3, -0.7)], dtype=np.float64)
     c, gated = _check(name, p, q, adv, params, seed=2, sequence=False)
     # Both sides of a gate boundary are present: the gate flips somewhere.
-    if _ratio_boundaries(name, params) and name not in ("cispo",):
+    if _ratio_boundaries(name, params) and name not in ("cispo", "vespo"):
         assert gated.any() and not gated.all()
 
 
@@ -217,6 +234,11 @@ def test_registry_entry_is_documented(name):
     assert spec.family in ("token", "sequence", "distribution")
 
 
+#: rules whose coefficient is not A times a nonnegative weight: DRO adds -beta log r,
+#: KL-Cov -kappa sgn(log r) on its selected tokens (test_penalty_rules_can_flip_...).
+ADDITIVE_PENALTY = ("dro", "kl_cov")
+
+
 # Each example is a vector of 64 tokens, so 40 examples cover 2560 draws per rule.
 @settings(max_examples=40)
 @given(st.integers(0, 2**32 - 1))
@@ -234,5 +256,17 @@ def test_coefficient_never_flips_the_advantage_sign(seed):
         kw = {k: v for k, v in extra.items() if k in spec.coefficient_inputs}
         c, gated = spec.coefficient(p, q, adv, **kw)
         c = np.asarray(c)
-        assert np.all(c * adv >= 0.0), name  # c = A x (nonnegative weight)
+        if name not in ADDITIVE_PENALTY:
+            assert np.all(c * adv >= 0.0), name  # c = A x (nonnegative weight)
         assert np.all(c[np.asarray(gated)] == 0.0), name
+
+
+def test_penalty_rules_can_flip_the_advantage_sign():
+    # DRO: c = A - beta log r. With A = 0.1, beta = 1 and r = e (p = e q) the
+    # penalty wins: c = 0.1 - 1 < 0 although A > 0. KL-Cov likewise on a selected
+    # token: c = A r - kappa sgn(log r).
+    q = 0.1
+    c, _ = LOSSES["dro"].coefficient(math.e * q, q, 0.1, beta=1.0)
+    assert float(c) == pytest.approx(0.1 - 1.0)
+    c, _ = LOSSES["kl_cov"].coefficient(0.2, 0.1, 0.01, selected=1.0, kl_coef=0.1)
+    assert float(c) == pytest.approx(0.01 * 2 - 0.1)

@@ -22,6 +22,8 @@ Z = sp.symbols(f"z0:{VOCAB}", real=True)
 VARIANTS = {
     "dppo_topk_tv": {"topk": 2},
     "dppo_topk_kl": {"topk": 2},
+    "dppo_topk_tv_k_slots": {"topk": 2},
+    "dppo_topk_kl_k_slots": {"topk": 2},
     "predictive_kl_topk": {"topk": 2},
     "predictive_tv_topk": {"topk": 2},
 }

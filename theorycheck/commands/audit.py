@@ -13,6 +13,12 @@ HELP = (
     "gates, zero-advantage groups and log-ratio clamp activations of a batch"
 )
 DEFAULT_RULES = "ppo,dppo_binary_tv,glm5,dapo,cispo,sapo"
+# --- off-policy corrections ---
+DEFAULT_CORRECTIONS = (
+    "tis_token,tis_sequence,mis_sequence,icepop,geo_mask_sequence,"
+    "product_mask_sequence,reject_kl"
+)
+# --- end off-policy corrections ---
 #: file types of ``--plot`` (matplotlib writes each).
 PLOT_SUFFIXES = (".png", ".pdf", ".svg")
 
@@ -35,6 +41,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="RULE.KEY=VALUE",
         help="override one rule's hyperparameter (repeatable)",
     )
+    # --- off-policy corrections ---
+    parser.add_argument(
+        "--corrections",
+        default=DEFAULT_CORRECTIONS,
+        metavar="C1,C2,...",
+        help="off-policy corrections to report, at their defaults, with x = log p - "
+        f"log q ('' for none; default: {DEFAULT_CORRECTIONS})",
+    )
+    # --- end off-policy corrections ---
     parser.add_argument(
         "--plot",
         metavar="PNG",
@@ -99,7 +114,44 @@ def render_markdown(report: dict) -> str:
             else f"{r['clamp_tokens']} ({100 * r['clamp_share']:.3f}%)"
         )
         lines.append(f"| {r['rule']} | {share} | {r['gated_tokens']} | {clamp} |")
+    lines += _corrections_markdown(report)
     return "\n".join(lines)
+
+
+# --- off-policy corrections ---
+def _corrections_markdown(report: dict) -> list[str]:
+    rows = report.get("corrections") or []
+    if not rows:
+        return []
+    sr = report["sequence_ratio"]
+    lines = ["", "Off-policy corrections (x = log p - log q, defaults):", ""]
+    if sr.get("responses"):
+        pr, gr = sr["product_ratio"], sr["geometric_ratio"]
+        lines += [
+            f"Sequence ratios over {sr['responses']} responses (mean length "
+            f"{sr['mean_length']:.4g}, mean log ratio per token "
+            f"{sr['mean_token_log_ratio']:.4g}): product e^X from {pr['min']:.4g} to "
+            f"{pr['max']:.4g} (median {pr['median']:.4g}); geometric e^(X/L) from "
+            f"{gr['min']:.4g} to {gr['max']:.4g}",
+            "",
+        ]
+    lines += [
+        "| correction | truncated tokens | rejected tokens | responses truncated | "
+        "responses rejected |",
+        "|---|---|---|---|---|",
+    ]
+    for c in rows:
+        lines.append(
+            f"| {c['correction']} | {c['truncated_tokens']} "
+            f"({100 * c['truncated_token_share']:.2f}%) | {c['rejected_tokens']} "
+            f"({100 * c['rejected_token_share']:.2f}%) | "
+            f"{100 * c['truncated_sequence_share']:.2f}% | "
+            f"{100 * c['rejected_sequence_share']:.2f}% |"
+        )
+    return lines
+
+
+# --- end off-policy corrections ---
 
 
 def save_plot(report: dict, path: str) -> None:
@@ -143,7 +195,13 @@ def run(args: argparse.Namespace) -> int:
         check_output_path,
         emit_json,
     )
-    from theorycheck.losses import audit_batch, check_rules, load_batch
+    from theorycheck.losses import (
+        audit_batch,
+        audit_corrections,
+        check_corrections,
+        check_rules,
+        load_batch,
+    )
 
     check_input_file("BATCH", args.batch)
     names = [r.strip() for r in args.rules.split(",") if r.strip()]
@@ -155,6 +213,14 @@ def run(args: argparse.Namespace) -> int:
     except BadInput as err:
         raise BadInput(f"--rules {args.rules!r}: {err}") from None
     params = _overrides(args.params, rules)
+    # --- off-policy corrections ---
+    try:
+        corrections = check_corrections(
+            [c.strip() for c in args.corrections.split(",")]
+        )
+    except BadInput as err:
+        raise BadInput(f"--corrections {args.corrections!r}: {err}") from None
+    # --- end off-policy corrections ---
     if args.plot is not None:
         check_output_path("--plot", args.plot, PLOT_SUFFIXES)
     batch = load_batch(args.batch)
@@ -162,6 +228,7 @@ def run(args: argparse.Namespace) -> int:
     report = {
         "batch": args.batch,
         **audit_batch(batch, rules, params),
+        **audit_corrections(batch, corrections),
         "plot": args.plot,
     }
     if args.plot is not None:

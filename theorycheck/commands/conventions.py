@@ -6,17 +6,17 @@ import argparse
 
 NAME = "conventions"
 HELP = (
-    "per-token weights and clip windows of verl, SkyRL, TRL and Miles presets, "
-    "with same-name discrepancies flagged"
+    "per-token weights and clip windows of verl, SkyRL, TRL, Miles and Stable-RL "
+    "presets (each with its version range), with same-name discrepancies flagged"
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--batch-shape",
-        required=True,
         metavar="B,G,T",
-        help="prompts, responses per prompt, padded response length",
+        help="prompts, responses per prompt, padded response length (required "
+        "without --config)",
     )
     parser.add_argument(
         "--lengths",
@@ -35,6 +35,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="L",
         help="L_max of the Dr. GRPO reductions (default: T)",
     )
+    # --- config resolver ---
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a verl (Hydra/OmegaConf YAML) or TRL GRPOConfig (YAML/JSON) config: "
+        "say what that run computes",
+    )
+    parser.add_argument(
+        "--framework",
+        choices=("verl", "trl"),
+        help="the config's trainer (default: detected from its keys)",
+    )
+    parser.add_argument(
+        "--trainer-version",
+        metavar="NAME@COMMIT",
+        help="verl@1dda039 (default for verl), verl@b178a3c, trl@f2cd577",
+    )
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="config overrides, as on a verl command line (with --config)",
+    )
+    # --- end config resolver ---
 
 
 def _ints(flag: str, text: str) -> list[int]:
@@ -73,6 +97,16 @@ def render_markdown(report: dict) -> str:
             f"{', per micro-batch' if p['per_micro_batch'] else ''}) | "
             f"{p['total_weight']:.4g} |"
         )
+    lines += [
+        "",
+        "## Versions and anchors",
+        "",
+        "| preset | version range | ratio anchor |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| {p['name']} | {p['version']} | {p['anchor']} |" for p in report["presets"]
+    ]
     lines += [
         "",
         "## Effective per-token weight of each response",
@@ -133,6 +167,89 @@ def render_markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
+# --- config resolver ---
+def render_config(report: dict) -> str:
+    """The resolved configuration as markdown."""
+    r = report
+    lines = [
+        f"# What {r['config']} computes ({r['framework']}, {r['version']})",
+        "",
+        f"version range: {r['version_range']}",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| loss mode | {r['loss_mode']} |",
+        f"| registry rule | {r['rule']} "
+        f"({', '.join(f'{k}={v:g}' for k, v in r['params'].items())}) |",
+        f"| reduction | {r['reduction_name']} ({r['reduction']}"
+        f"{', per micro-batch' if r['per_micro_batch'] else ''}"
+        + (
+            f"; global_batch_size = ppo_mini_batch_size x rollout.n = "
+            f"{r['global_batch_size']} rows, empty ones counted"
+            if r.get("global_batch_size")
+            else ""
+        )
+        + ") |",
+        f"| delta | {_fmt(r['delta'])} |",
+        f"| cap | {_fmt(r['cap'])} |",
+        f"| anchor | {r['anchor']} |",
+        f"| corrections | {'; '.join(r['corrections']) or 'none'} |",
+        "",
+        "## Traps",
+        "",
+    ]
+    lines += [f"- {t}" for t in r["traps"]] or ["- none found"]
+    if r.get("per_token_weight") is not None:
+        lines += [
+            "",
+            "## Per-token weight of each response",
+            "",
+            ", ".join(_fmt(x) for x in r["per_token_weight"]),
+        ]
+    lines += ["", "## Keys read", ""]
+    lines += [f"- {k}" for k in r["read"]] or ["- none (all defaults)"]
+    lines += ["", "## Keys not interpreted (kept, not read by the resolver)", ""]
+    lines += [f"- {k}" for k in r["not_interpreted"]] or ["- none"]
+    if r["framework"] == "trl":
+        lines += ["", "## Keys unknown to GRPOConfig", ""]
+        lines += [f"- {k}" for k in r["unknown_keys"]] or ["- none"]
+    return "\n".join(lines)
+
+
+def _run_config(args, shape) -> int:
+    from theorycheck._errors import BadInput
+    from theorycheck.commands._output import emit_json
+    from theorycheck.losses import resolve_config
+
+    try:
+        import omegaconf  # noqa: F401
+        import yaml  # noqa: F401
+    except ImportError:
+        raise BadInput(
+            "--config needs omegaconf and PyYAML: pip install 'theorycheck[configs]'"
+        ) from None
+    out = resolve_config(
+        args.config,
+        overrides=args.overrides,
+        framework=args.framework,
+        version=args.trainer_version,
+        batch_shape=None if shape is None else tuple(shape),
+        lengths=args.lengths_list,
+        micro_batch_size=args.micro_batch_size,
+    )
+    out["config"] = args.config
+    if shape is not None:
+        out["batch_shape"] = list(shape)
+    if args.json:
+        emit_json(out)
+    else:
+        print(render_config(out))
+    return 0
+
+
+# --- end config resolver ---
+
+
 def run(args: argparse.Namespace) -> int:
     import jax
 
@@ -140,6 +257,23 @@ def run(args: argparse.Namespace) -> int:
     from theorycheck.commands._output import emit_json, flag_names
     from theorycheck.losses import check_batch_shape, conventions_report
 
+    # --- config resolver ---
+    if args.config is None and args.overrides:
+        raise BadInput(f"{args.overrides[0]!r}: overrides need --config FILE")
+    if args.config is None and args.batch_shape is None:
+        raise BadInput("--batch-shape B,G,T is required without --config")
+    if args.config is not None:
+        shape = None
+        args.lengths_list = None
+        if args.batch_shape is not None:
+            shape = _ints("--batch-shape", args.batch_shape)
+            with flag_names(batch_shape="--batch-shape", lengths="--lengths"):
+                check_batch_shape(shape)
+                if args.lengths is not None:
+                    args.lengths_list = _ints("--lengths", args.lengths)
+        jax.config.update("jax_enable_x64", True)
+        return _run_config(args, shape)
+    # --- end config resolver ---
     shape = _ints("--batch-shape", args.batch_shape)
     if len(shape) != 3:
         raise BadInput(f"--batch-shape {args.batch_shape!r}: expected B,G,T")

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from theorycheck._errors import BadInput
+from theorycheck.losses._corrections import CORRECTIONS, sequence_ratio_stats
 from theorycheck.losses._params import get_rule
 from theorycheck.losses._registry import LOSSES
 
@@ -170,11 +171,22 @@ def validate_batch(batch: dict, *, name: str = "batch") -> dict[str, np.ndarray]
     return out
 
 
-def _rule_inputs(name, batch):
-    if name not in ("gspo", "gspo_token"):
+def _rule_inputs(name, batch, params=None):
+    if name not in ("gspo", "gspo_token", "luspo", "gmpo", "vespo"):
         return {}
     m = batch["mask"]
     log_r = np.log(batch["p"]) - np.log(batch["q"])
+    if name == "vespo":  # TRL: the sum of the +-20-clamped token log ratios
+        total = np.sum(m * np.clip(log_r, -20.0, 20.0), axis=1, keepdims=True)
+        return {"seq_log_ratio": np.broadcast_to(total, m.shape)}
+    if name == "gmpo":  # the other positions' one-sidedly clipped log ratios
+        p = {**LOSSES[name].defaults, **(params or {})}
+        adv = np.broadcast_to(batch["adv"], m.shape)
+        log_r = np.where(
+            adv > 0,
+            np.minimum(log_r, p["eps_high"]),
+            np.where(adv < 0, np.maximum(log_r, -p["eps_low"]), 0.0),
+        )
     total = np.sum(m * log_r, axis=1, keepdims=True)
     lengths = np.maximum(m.sum(axis=1, keepdims=True), 1.0)
     if name == "gspo_token":
@@ -218,12 +230,18 @@ def audit_batch(batch: dict, rules, params=None) -> dict:
             jnp.asarray(batch["p"]),
             jnp.asarray(batch["q"]),
             jnp.asarray(batch["adv"]),
-            **{k: jnp.asarray(v) for k, v in _rule_inputs(name, batch).items()},
+            **{
+                k: jnp.asarray(v)
+                for k, v in _rule_inputs(name, batch, params.get(name)).items()
+            },
             **kw,
         )
         gated = np.asarray(gated) & (m == 1)
         clamp = kw.get("log_ratio_clamp")
         clamped = (np.abs(log_r) > clamp) & (m == 1) if clamp is not None else None
+        if name == "gspo_token":  # an upper clamp on the sequence's log s
+            seq = _rule_inputs(name, batch)["seq_log_ratio"]
+            clamped = (seq > clamp) & (m == 1)
         rows.append(
             {
                 "rule": name,
@@ -247,6 +265,63 @@ def audit_batch(batch: dict, rules, params=None) -> dict:
         "zero_adv_group_share": zero_groups / len(valid) if valid else None,
         "rules": rows,
     }
+
+
+# --- off-policy corrections ---------------------------------------------------------
+
+
+def check_corrections(names) -> list[str]:
+    """Validates ``--corrections``: each a name in :data:`CORRECTIONS`."""
+    out = [n for n in names if n]
+    for name in out:
+        if name not in CORRECTIONS:
+            raise BadInput(
+                f"unknown correction {name!r}; valid: {', '.join(CORRECTIONS)}"
+            )
+    return out
+
+
+def audit_corrections(batch: dict, names) -> dict:
+    """Per correction (defaults), the share of valid tokens and of non-empty responses
+    it truncates or rejects, with x = log p - log q (trainer vs rollout), and the
+    batch's sequence-ratio statistics (JSON-ready).
+
+    Args:
+        batch: output of :func:`validate_batch`.
+        names: correction names (:data:`CORRECTIONS`).
+
+    Returns:
+        ``{"sequence_ratio": {...}, "corrections": [{"correction", "truncated_tokens",
+        "rejected_tokens", "truncated_token_share", "rejected_token_share",
+        "truncated_sequence_share", "rejected_sequence_share"}, ...]}``.
+    """
+    m = batch["mask"]
+    x = np.log(batch["p"]) - np.log(batch["q"])
+    tokens = max(float(m.sum()), 1.0)
+    rows_ok = m.sum(axis=1) > 0
+    seqs = max(int(rows_ok.sum()), 1)
+    out = []
+    for name in names:
+        c = CORRECTIONS[name](x, m)
+        out.append(
+            {
+                "correction": c.name,
+                "truncated_tokens": int(c.truncated.sum()),
+                "rejected_tokens": int(c.rejected.sum()),
+                "truncated_token_share": float(c.truncated.sum() / tokens),
+                "rejected_token_share": float(c.rejected.sum() / tokens),
+                "truncated_sequence_share": float(
+                    c.truncated.any(axis=1)[rows_ok].sum() / seqs
+                ),
+                "rejected_sequence_share": float(
+                    c.rejected.any(axis=1)[rows_ok].sum() / seqs
+                ),
+            }
+        )
+    return {"sequence_ratio": sequence_ratio_stats(x, m), "corrections": out}
+
+
+# --- rules ----------------------------------------------------------------------------
 
 
 def check_rules(names) -> list[str]:

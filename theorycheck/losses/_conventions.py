@@ -172,6 +172,8 @@ def conventions_report(
                 "per_token_weight": _per_token(w, mask).tolist(),
                 "total_weight": float(w.sum()),
                 "notes": p.notes,
+                "version": p.version,
+                "anchor": p.anchor,
             }
         )
 

@@ -7,7 +7,8 @@ All share the DPPO surrogate with a detached mask m (1 = keep):
     j = \operatorname{sg}(m)\,r\hat A, \qquad c = \hat A\,r\,m
 
 (SkyRL's form: r itself carries the gradient, so the log-ratio guard saturates
-it), except ``dppo_capped``, verl's and Stable-RL's form with a capped detached weight,
+it), except ``dppo_capped`` and ``dppo_binary_kl_capped``, verl's and Stable-RL's form
+with a capped detached weight (verl ``dppo_tv`` / ``dppo_kl``),
 
 .. math::
     j = \operatorname{sg}\big(\min(r, C)\,m\big)\,\hat A\log\pi_k, \qquad
@@ -44,9 +45,14 @@ from theorycheck.numeric import (
     predictive_mask,
 )
 
-#: DPPO thresholds recommended by the paper's code and TRL: TV 0.15, KL 0.05.
+#: DPPO thresholds of the paper's experiments and of verl's shipped example
+#: (examples/dppo_trainer/run_qwen3_30b_a3b_megatron.sh, verl-project/verl 1dda039):
+#: TV 0.15, KL 0.05. (TRL's experimental DPPO trainer, which used them too, was
+#: removed on 2026-07-20, huggingface/trl #6402.)
 DELTA_TV = 0.15
 DELTA_KL = 0.05
+#: Stable-RL's DPPO threshold: ``clip_ratio`` of its actor config (0.2).
+DELTA_STABLE = 0.2
 #: verl's ``clip_ratio_c`` default, reused as the DPPO weight cap.
 CAP = 3.0
 #: top-K used in the DPPO and predictive-mask experiments.
@@ -227,6 +233,23 @@ def dppo_topk_kl_loss(
     )
 
 
+def _capped_loss(
+    kind, logits, sampled, adv, behavior_logp, delta, cap, clamp, topk=None
+):
+    ratio = jnp.exp(log_ratio(logits, sampled, behavior_logp, clamp))
+    div = divergence(
+        behavior_logp,
+        logits,
+        sampled,
+        kind=kind,
+        topk=topk,
+        support="k_slots" if topk else "union",
+    )
+    mask = dppo_mask(div, ratio, adv, delta=delta)
+    weight = jax.lax.stop_gradient(jnp.minimum(ratio, cap) * mask)
+    return -weight * adv * sampled_logp(logits, sampled)
+
+
 def dppo_capped_loss(
     logits: ArrayLike,
     sampled: int,
@@ -256,13 +279,152 @@ def dppo_capped_loss(
 
     References:
         Survey, "The pinned verl path additionally caps a detached importance weight:
-        c = A min(r, C) m"; Stable-RL ``compute_policy_loss_with_mask``.
+        c = A min(r, C) m"; verl ``compute_policy_loss_dppo_tv``
+        (verl/trainer/ppo/core_algos.py, verl-project/verl 1dda039); Stable-RL
+        ``compute_policy_loss_with_mask``.
     """
-    ratio = jnp.exp(log_ratio(logits, sampled, behavior_logp, log_ratio_clamp))
-    div = divergence(behavior_logp, logits, sampled, kind="binary_tv")
-    mask = dppo_mask(div, ratio, adv, delta=delta)
-    weight = jax.lax.stop_gradient(jnp.minimum(ratio, cap) * mask)
-    return -weight * adv * sampled_logp(logits, sampled)
+    return _capped_loss(
+        "binary_tv", logits, sampled, adv, behavior_logp, delta, cap, log_ratio_clamp
+    )
+
+
+def dppo_binary_kl_capped_loss(
+    logits: ArrayLike,
+    sampled: int,
+    *,
+    adv: float,
+    behavior_logp: ArrayLike,
+    delta: float = DELTA_KL,
+    cap: float = CAP,
+    log_ratio_clamp: float = LOG_RATIO_CLAMP,
+) -> jax.Array:
+    r"""verl's ``dppo_kl``: the binary-KL mask with a capped, detached weight.
+
+    .. math::
+        D = \mu_k\log\frac{\mu_k}{\pi_k} + (1-\mu_k)\log\frac{1-\mu_k}{1-\pi_k},
+        \quad \ell = -\operatorname{sg}\big(\min(r, C)\,m\big)\,\hat A\log\pi_k,
+
+    with m = 0 iff D > δ and Â moves r away from 1 (verl keeps the token when
+    D ≤ δ or π_k ≤ μ_k for Â > 0, D ≤ δ or π_k ≥ μ_k for Â ≤ 0).
+
+    Args:
+        logits: ``[V]`` logits z.
+        sampled: sampled token k.
+        adv: advantage Â.
+        behavior_logp: ``[V]`` log μ.
+        delta: δ (0.05).
+        cap: C (verl ``clip_ratio_c``; 3 by default, 1e4 in the shipped example).
+        log_ratio_clamp: guard C' on log r (value only).
+
+    Returns:
+        A scalar loss.
+
+    References:
+        DPPO (arXiv 2602.04879) Eq. 14; verl ``compute_policy_loss_dppo_kl``
+        (verl/trainer/ppo/core_algos.py, verl-project/verl 1dda039, added in
+        182383b, #5397, 2026-02-26).
+    """
+    return _capped_loss(
+        "binary_kl", logits, sampled, adv, behavior_logp, delta, cap, log_ratio_clamp
+    )
+
+
+def dppo_topk_tv_k_slots_loss(
+    logits: ArrayLike,
+    sampled: int,
+    *,
+    adv: float,
+    behavior_logp: ArrayLike,
+    delta: float = DELTA_STABLE,
+    cap: float = CAP,
+    topk: int = TOPK,
+    log_ratio_clamp: float = LOG_RATIO_CLAMP,
+) -> jax.Array:
+    r"""Stable-RL's top-K TV DPPO: K slots (k replaces the K-th entry when it is
+    not among the behavior's top K), the rest one bucket; capped, detached weight.
+
+    .. math::
+        \ell = -\operatorname{sg}\big(\min(r, C)\,m\big)\,\hat A\log\pi_k, \quad
+        m = 0 \iff D^{K\text{-slots}}_{TV} > \delta \wedge \hat A(r-1) > 0
+
+    Args:
+        logits: ``[V]`` logits z.
+        sampled: sampled token k.
+        adv: advantage Â.
+        behavior_logp: ``[V]`` log μ (Stable-RL: the rollout log-prob).
+        delta: δ (0.2, Stable-RL's ``clip_ratio``).
+        cap: C (``clip_ratio_c`` = 3 in its actor config).
+        topk: K (the rollout engine's returned top-K).
+        log_ratio_clamp: guard on log r (value only).
+
+    Returns:
+        A scalar loss.
+
+    References:
+        DPPO (arXiv 2602.04879) Eq. 15; Stable-RL ``compute_topk_kl``
+        (verl/workers/actor/utils.py) and ``compute_policy_loss_with_mask``
+        (verl/trainer/ppo/core_algos.py) at sail-sg/Stable-RL c6af1d1.
+    """
+    return _capped_loss(
+        "topk_tv",
+        logits,
+        sampled,
+        adv,
+        behavior_logp,
+        delta,
+        cap,
+        log_ratio_clamp,
+        topk=int(topk),
+    )
+
+
+def dppo_topk_kl_k_slots_loss(
+    logits: ArrayLike,
+    sampled: int,
+    *,
+    adv: float,
+    behavior_logp: ArrayLike,
+    delta: float = DELTA_STABLE,
+    cap: float = CAP,
+    topk: int = TOPK,
+    log_ratio_clamp: float = LOG_RATIO_CLAMP,
+) -> jax.Array:
+    r"""Stable-RL's top-K KL DPPO: K slots (k replaces the K-th entry when it is
+    not among the behavior's top K), the rest one bucket; capped, detached weight.
+
+    .. math::
+        \ell = -\operatorname{sg}\big(\min(r, C)\,m\big)\,\hat A\log\pi_k, \quad
+        m = 0 \iff D^{K\text{-slots}}_{KL} > \delta \wedge \hat A(r-1) > 0
+
+    Args:
+        logits: ``[V]`` logits z.
+        sampled: sampled token k.
+        adv: advantage Â.
+        behavior_logp: ``[V]`` log μ (Stable-RL: the rollout log-prob).
+        delta: δ (0.2, Stable-RL's ``clip_ratio``).
+        cap: C (``clip_ratio_c`` = 3 in its actor config).
+        topk: K (the rollout engine's returned top-K).
+        log_ratio_clamp: guard on log r (value only).
+
+    Returns:
+        A scalar loss.
+
+    References:
+        DPPO (arXiv 2602.04879) Eq. 16; Stable-RL ``compute_topk_kl``
+        (verl/workers/actor/utils.py) and ``compute_policy_loss_with_mask``
+        (verl/trainer/ppo/core_algos.py) at sail-sg/Stable-RL c6af1d1.
+    """
+    return _capped_loss(
+        "topk_kl",
+        logits,
+        sampled,
+        adv,
+        behavior_logp,
+        delta,
+        cap,
+        log_ratio_clamp,
+        topk=int(topk),
+    )
 
 
 def _predictive_loss(kind, logits, sampled, adv, behavior_logp, delta, topk, clamp):
@@ -442,6 +604,14 @@ def dppo_topk_kl_coefficient(
     )
 
 
+def _capped_coefficient(div, p, q, adv, delta, cap, clamp):
+    _, r, _ = ratio_terms(p, q, clamp)
+    adv = jnp.asarray(adv)
+    masked = _dppo_gated(div, p, q, adv, delta)
+    masked = jnp.broadcast_to(masked, jnp.broadcast_shapes(masked.shape, r.shape))
+    return jnp.where(masked, 0.0, adv * jnp.minimum(r, cap)), masked
+
+
 def dppo_capped_coefficient(
     p, q, adv, *, delta=DELTA_TV, cap=CAP, log_ratio_clamp=LOG_RATIO_CLAMP
 ):
@@ -462,11 +632,57 @@ def dppo_capped_coefficient(
     References:
         Survey, "c = A min(r, C) m".
     """
-    _, r, _ = ratio_terms(p, q, log_ratio_clamp)
-    adv = jnp.asarray(adv)
-    masked = _dppo_gated(binary_tv(p, q), p, q, adv, delta)
-    masked = jnp.broadcast_to(masked, jnp.broadcast_shapes(masked.shape, r.shape))
-    return jnp.where(masked, 0.0, adv * jnp.minimum(r, cap)), masked
+    return _capped_coefficient(binary_tv(p, q), p, q, adv, delta, cap, log_ratio_clamp)
+
+
+def dppo_binary_kl_capped_coefficient(
+    p, q, adv, *, delta=DELTA_KL, cap=CAP, log_ratio_clamp=LOG_RATIO_CLAMP
+):
+    r""":math:`c = \hat A\min(r, C)\,m` with the binary KL mask (verl ``dppo_kl``).
+
+    Args:
+        p: current probability.
+        q: behavior probability.
+        adv: advantage Â.
+        delta: δ.
+        cap: C.
+        log_ratio_clamp: guard C'.
+
+    Returns:
+        ``(c, gated)`` arrays.
+    """
+    return _capped_coefficient(binary_kl(p, q), p, q, adv, delta, cap, log_ratio_clamp)
+
+
+def dppo_topk_tv_k_slots_coefficient(
+    p,
+    q,
+    adv,
+    *,
+    divergence,
+    delta=DELTA_STABLE,
+    cap=CAP,
+    topk=TOPK,
+    log_ratio_clamp=LOG_RATIO_CLAMP,
+):
+    r""":math:`c = \hat A\min(r, C)\,m`, ``divergence`` the K-slot top-K divergence
+    (an input: it needs whole distributions). ``topk`` is unused here."""
+    return _capped_coefficient(divergence, p, q, adv, delta, cap, log_ratio_clamp)
+
+
+def dppo_topk_kl_k_slots_coefficient(
+    p,
+    q,
+    adv,
+    *,
+    divergence,
+    delta=DELTA_STABLE,
+    cap=CAP,
+    topk=TOPK,
+    log_ratio_clamp=LOG_RATIO_CLAMP,
+):
+    """The KL twin of :func:`dppo_topk_tv_k_slots_coefficient`."""
+    return _capped_coefficient(divergence, p, q, adv, delta, cap, log_ratio_clamp)
 
 
 def predictive_kl_coefficient(

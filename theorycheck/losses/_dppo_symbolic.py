@@ -23,7 +23,7 @@ from theorycheck.losses._common import (
     sym_ratio,
     sym_softmax,
 )
-from theorycheck.losses._dppo import CAP, DELTA_KL, DELTA_TV, TOPK
+from theorycheck.losses._dppo import CAP, DELTA_KL, DELTA_STABLE, DELTA_TV, TOPK
 from theorycheck.symbolic import Frozen
 
 
@@ -42,18 +42,26 @@ def _tv(mu, pi):
     return sp.Add(*[sp.Abs(m - p) for m, p in zip(mu, pi)]) / 2
 
 
-def topk_support(behavior_logp, sampled: int, topk: int) -> list[int]:
-    """Indices of TopK(μ, K) ∪ {k} (ties broken by the lower index)."""
+def topk_support(
+    behavior_logp, sampled: int, topk: int, support: str = "union"
+) -> list[int]:
+    """Indices of TopK(μ, K) ∪ {k} (``union``) or of the K slots with k replacing
+    the K-th entry when it is not among them (``k_slots``, Stable-RL); ties broken by
+    the lower index."""
     values = [float(sp.N(sym_number(b))) for b in behavior_logp]
     order = sorted(range(len(values)), key=lambda i: (-values[i], i))
-    chosen = sorted(order[: int(topk)])
-    return chosen if sampled in chosen else sorted(chosen + [sampled])
+    top = order[: int(topk)]
+    if sampled in top:
+        return sorted(top)
+    if support == "k_slots":
+        return sorted(top[:-1] + [sampled])
+    return sorted(top + [sampled])
 
 
-def _reduced(z, sampled, behavior_logp, topk):
+def _reduced(z, sampled, behavior_logp, topk, support="union"):
     """(μ, π, position of k) on S plus the tail bucket (dropped when empty)."""
     mu_all, pi_all = _mu(behavior_logp), sym_softmax(z)
-    support = topk_support(behavior_logp, sampled, topk)
+    support = topk_support(behavior_logp, sampled, topk, support)
     mu = [mu_all[i] for i in support]
     pi = [pi_all[i] for i in support]
     if len(support) < len(z):
@@ -62,7 +70,9 @@ def _reduced(z, sampled, behavior_logp, topk):
     return mu, pi, support.index(sampled)
 
 
-def sym_divergence(z, sampled, behavior_logp, kind: str, topk: int = 0) -> sp.Expr:
+def sym_divergence(
+    z, sampled, behavior_logp, kind: str, topk: int = 0, support: str = "union"
+) -> sp.Expr:
     """D(μ‖π) of ``kind`` in {kl, tv, binary_kl, binary_tv, topk_kl, topk_tv}."""
     mu_all, pi_all = _mu(behavior_logp), sym_softmax(z)
     m, p = mu_all[sampled], pi_all[sampled]
@@ -72,7 +82,7 @@ def sym_divergence(z, sampled, behavior_logp, kind: str, topk: int = 0) -> sp.Ex
         return _kl([m, 1 - m], [p, 1 - p])
     if kind in ("kl", "tv"):
         return (_kl if kind == "kl" else _tv)(mu_all, pi_all)
-    mu, pi, _ = _reduced(z, sampled, behavior_logp, topk)
+    mu, pi, _ = _reduced(z, sampled, behavior_logp, topk, support)
     return (_kl if kind == "topk_kl" else _tv)(mu, pi)
 
 
@@ -157,6 +167,14 @@ def dppo_topk_kl_symbolic(
     )
 
 
+def _capped(z, sampled, adv, behavior_logp, kind, delta, cap, clamp, topk=0):
+    ratio = sym_ratio(z, sampled, behavior_logp, clamp)
+    div = sym_divergence(z, sampled, behavior_logp, kind, int(topk), "k_slots")
+    cond = sp.And(div > sym_number(delta), _direction_condition(adv, ratio))
+    weight = Frozen(sp.Min(ratio, sym_number(cap)) * sp.Piecewise((0, cond), (1, True)))
+    return -weight * sym_number(adv) * sym_log_softmax(z, sampled)
+
+
 def dppo_capped_symbolic(
     z,
     sampled,
@@ -168,11 +186,59 @@ def dppo_capped_symbolic(
     log_ratio_clamp=LOG_RATIO_CLAMP,
 ):
     """SymPy spec of ``dppo_capped``: Frozen(min(r, C)·m)·Â·log π_k."""
-    ratio = sym_ratio(z, sampled, behavior_logp, log_ratio_clamp)
-    div = sym_divergence(z, sampled, behavior_logp, "binary_tv")
-    cond = sp.And(div > sym_number(delta), _direction_condition(adv, ratio))
-    weight = Frozen(sp.Min(ratio, sym_number(cap)) * sp.Piecewise((0, cond), (1, True)))
-    return -weight * sym_number(adv) * sym_log_softmax(z, sampled)
+    return _capped(
+        z, sampled, adv, behavior_logp, "binary_tv", delta, cap, log_ratio_clamp
+    )
+
+
+def dppo_binary_kl_capped_symbolic(
+    z,
+    sampled,
+    *,
+    adv,
+    behavior_logp,
+    delta=DELTA_KL,
+    cap=CAP,
+    log_ratio_clamp=LOG_RATIO_CLAMP,
+):
+    """SymPy spec of ``dppo_binary_kl_capped``: binary-KL m, Frozen(min(r, C)·m)."""
+    return _capped(
+        z, sampled, adv, behavior_logp, "binary_kl", delta, cap, log_ratio_clamp
+    )
+
+
+def dppo_topk_tv_k_slots_symbolic(
+    z,
+    sampled,
+    *,
+    adv,
+    behavior_logp,
+    delta=DELTA_STABLE,
+    cap=CAP,
+    topk=TOPK,
+    log_ratio_clamp=LOG_RATIO_CLAMP,
+):
+    """SymPy spec of ``dppo_topk_tv_k_slots`` (Stable-RL's top-K TV, K slots)."""
+    return _capped(
+        z, sampled, adv, behavior_logp, "topk_tv", delta, cap, log_ratio_clamp, topk
+    )
+
+
+def dppo_topk_kl_k_slots_symbolic(
+    z,
+    sampled,
+    *,
+    adv,
+    behavior_logp,
+    delta=DELTA_STABLE,
+    cap=CAP,
+    topk=TOPK,
+    log_ratio_clamp=LOG_RATIO_CLAMP,
+):
+    """SymPy spec of ``dppo_topk_kl_k_slots`` (Stable-RL's top-K KL, K slots)."""
+    return _capped(
+        z, sampled, adv, behavior_logp, "topk_kl", delta, cap, log_ratio_clamp, topk
+    )
 
 
 def _predictive(z, sampled, adv, behavior_logp, kind, delta, topk, clamp):

@@ -40,6 +40,9 @@ from theorycheck.losses._ppo import _ppo_objective, _sym_ppo_objective
 from theorycheck.symbolic import Frozen
 
 _GSPO = {"eps_low": 3e-4, "eps_high": 4e-4}
+#: verl and SkyRL clamp GSPO-token's log s from above only, at 10
+#: (``torch.clamp(log_seq_importance_ratio, max=10.0)``).
+LOG_S_CAP = 10.0
 
 
 def gspo_loss(
@@ -151,13 +154,13 @@ def gspo_token_loss(
     seq_log_ratio: float | None = None,
     eps_low: float = _GSPO["eps_low"],
     eps_high: float = _GSPO["eps_high"],
-    log_ratio_clamp: float = LOG_RATIO_CLAMP,
+    log_ratio_clamp: float = LOG_S_CAP,
 ) -> jax.Array:
     r"""GSPO-token loss (verl / SkyRL form).
 
     .. math::
-        \log s_t = \operatorname{clip}\big(\log\pi_t - \operatorname{sg}(\log\pi_t) +
-        \operatorname{sg}(\bar\ell), -C, C\big), \quad
+        \log s_t = \min\big(\log\pi_t - \operatorname{sg}(\log\pi_t) +
+        \operatorname{sg}(\bar\ell), C\big), \quad
         \ell = -\min\big(s_t\hat A, \operatorname{clip}(s_t, 1-\epsilon_l,
         1+\epsilon_h)\hat A\big)
 
@@ -170,19 +173,21 @@ def gspo_token_loss(
             ``None`` = this token's own log ratio (a one-token response).
         eps_low: ε_l.
         eps_high: ε_h.
-        log_ratio_clamp: guard C on log s_t.
+        log_ratio_clamp: upper clamp C on log s_t (10, as verl and SkyRL; there is
+            no lower clamp).
 
     Returns:
         A scalar loss for this position (reduce with seq-mean-token-mean).
 
     References:
-        GSPO (arXiv 2507.18071), GSPO-token; verl ``compute_policy_loss_gspo``.
+        GSPO (arXiv 2507.18071), GSPO-token; verl ``compute_policy_loss_gspo``
+        (clamp max=10), SkyRL ``gspo_policy_loss`` (clamp max=10).
     """
     logp = sampled_logp(logits, sampled)
     if seq_log_ratio is None:
         seq_log_ratio = logp - jnp.asarray(behavior_logp)[sampled]
     log_s = logp - jax.lax.stop_gradient(logp) + jax.lax.stop_gradient(seq_log_ratio)
-    s = jnp.exp(jnp.clip(log_s, -log_ratio_clamp, log_ratio_clamp))
+    s = jnp.exp(jnp.minimum(log_s, log_ratio_clamp))
     return -_ppo_objective(s, adv, 1.0 - eps_low, 1.0 + eps_high)
 
 
@@ -195,7 +200,7 @@ def gspo_token_symbolic(
     seq_log_ratio=None,
     eps_low=_GSPO["eps_low"],
     eps_high=_GSPO["eps_high"],
-    log_ratio_clamp=LOG_RATIO_CLAMP,
+    log_ratio_clamp=LOG_S_CAP,
 ):
     """SymPy spec of :func:`gspo_token_loss`."""
     logp = sym_log_softmax(z, sampled)
@@ -204,7 +209,7 @@ def gspo_token_symbolic(
     log_s = logp - Frozen(logp) + Frozen(sym_number(seq_log_ratio))
     c = sym_number(log_ratio_clamp)
     if c != sp.oo:
-        log_s = sp.Min(sp.Max(log_s, -c), c)
+        log_s = sp.Min(log_s, c)
     return -_sym_ppo_objective(sp.exp(log_s), adv, eps_low, eps_high)
 
 
@@ -216,7 +221,7 @@ def gspo_token_coefficient(
     seq_log_ratio=None,
     eps_low=_GSPO["eps_low"],
     eps_high=_GSPO["eps_high"],
-    log_ratio_clamp=LOG_RATIO_CLAMP,
+    log_ratio_clamp=LOG_S_CAP,
 ):
     r""":math:`c = \hat A s` inside the window (s from ``seq_log_ratio``), else 0.
 
@@ -227,7 +232,7 @@ def gspo_token_coefficient(
         seq_log_ratio: the response's mean log ratio; ``None`` = log(p/q).
         eps_low: ε_l.
         eps_high: ε_h.
-        log_ratio_clamp: guard C on log s.
+        log_ratio_clamp: upper clamp C on log s (10).
 
     Returns:
         ``(c, gated)`` arrays.
@@ -238,8 +243,8 @@ def gspo_token_coefficient(
     if seq_log_ratio is None:
         seq_log_ratio = jnp.log(jnp.asarray(p)) - jnp.log(jnp.asarray(q))
     seq_log_ratio = jnp.asarray(seq_log_ratio) + jnp.zeros_like(jnp.asarray(p) / q)
-    sat = jnp.abs(seq_log_ratio) > log_ratio_clamp
-    s = jnp.exp(jnp.clip(seq_log_ratio, -log_ratio_clamp, log_ratio_clamp))
+    sat = seq_log_ratio > log_ratio_clamp
+    s = jnp.exp(jnp.minimum(seq_log_ratio, log_ratio_clamp))
     c, gated = _clip_coefficient(s, jnp.asarray(adv), eps_low, eps_high)
     return jnp.where(sat, 0.0, c), gated
 

@@ -10,6 +10,7 @@ mode                          :math:`w_{st} / m_{st}`
 ``token_mean``                :math:`1 / \sum_{s} L_s`
 ``seq_mean_token_mean``       :math:`1 / (N_{seq} L_s)`
 ``seq_mean_token_sum``        :math:`1 / N_{seq}`
+``token_sum``                 :math:`1` (verl ``token-sum``, no normaliser)
 ``seq_mean_token_sum_norm``   :math:`1 / (N_{seq} L_{max})` (Dr. GRPO); verl omits
                               :math:`N_{seq}` (``divide_by_sequences=False``)
 ``prompt_mean``               :math:`1 / (P\,\sum_{s'\in i(s)} L_{s'})`
@@ -21,8 +22,16 @@ mode                          :math:`w_{st} / m_{st}`
 SkyRL, TRL, Miles). With ``micro_batch_size`` the denominators are computed inside each
 micro-batch of consecutive rows and the micro-batch losses are averaged (verl's legacy
 worker, TRL ``bnpo``/``grpo``, SkyRL ``token_mean_legacy``): a mean of local means,
-not a global mean. References: survey, "Let j_igt be token t's objective ..." (J_seq,
-J_prompt, J_token); research notes peers.md §1.4, §2.4, §3.3, §4.
+not a global mean. With ``length_eps`` the response length enters as :math:`L_s +
+\epsilon` instead of :math:`\max(L_s, 1)` (verl's ``seq-mean-token-mean`` divides by
+:math:`L_s + 10^{-8}`). :func:`reduction_weights` can take the counts (token counts,
+lengths, :math:`N_{seq}`) from a second mask ``count_mask`` while the numerator uses
+``mask``: a rejection mask applied after the counts were taken shrinks the loss instead
+of renormalising it (verl issue #4852). References: survey, "Let j_igt be token t's
+objective ..." (J_seq, J_prompt, J_token); verl ``agg_loss``
+(verl/trainer/ppo/core_algos.py at verl-project/verl 1dda039), SkyRL
+``apply_loss_reduction_to_advantages_minibatch``, TRL ``_compute_loss``, Miles
+``get_sum_of_sample_mean``.
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ MODES = (
     "seq_mean_token_mean",
     "seq_mean_token_sum",
     "seq_mean_token_sum_norm",
+    "token_sum",
     "prompt_mean",
     "sample_mean",
 )
@@ -50,7 +60,7 @@ MODES = (
 
 @dataclasses.dataclass(frozen=True)
 class Reduction:
-    """A reduction as a framework computes it.
+    r"""A reduction as a framework computes it.
 
     Attributes:
         mode: one of :data:`MODES`.
@@ -59,7 +69,9 @@ class Reduction:
         max_len: :math:`L_{max}` of ``seq_mean_token_sum_norm`` (``None`` = padded
             width T).
         divide_by_sequences: ``seq_mean_token_sum_norm`` divides by :math:`N_{seq}`
-            (False reproduces verl).
+            (False reproduces verl before 2026-02-24).
+        length_eps: ``None``: lengths enter as :math:`\max(L_s, 1)`; a float
+            :math:`\epsilon`: as :math:`L_s + \epsilon` (verl: 1e-8).
     """
 
     mode: str
@@ -67,6 +79,7 @@ class Reduction:
     micro_batch_size: int | None = None
     max_len: int | None = None
     divide_by_sequences: bool = True
+    length_eps: float | None = None
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -77,15 +90,22 @@ class Reduction:
             raise BadInput(f"micro_batch_size {self.micro_batch_size} must be >= 1")
         if self.max_len is not None and self.max_len < 1:
             raise BadInput(f"max_len {self.max_len} must be >= 1")
+        if self.length_eps is not None and not self.length_eps > 0:
+            raise BadInput(f"length_eps {self.length_eps} must be > 0")
 
 
-def _scope_weights(mask, group_ids, num_groups, r: Reduction):
-    lengths = jnp.sum(mask, axis=-1)
+def _scope_weights(mask, count_mask, group_ids, num_groups, r: Reduction):
+    lengths = jnp.sum(count_mask, axis=-1)
     rows = mask.shape[0]
     n_seq = rows if r.count_empty else jnp.sum(lengths > 0)
     n_seq = jnp.maximum(n_seq, 1)
-    safe_len = jnp.maximum(lengths, 1)
-    if r.mode == "token_mean":
+    if r.length_eps is None:
+        safe_len = jnp.maximum(lengths, 1)
+    else:
+        safe_len = lengths + r.length_eps
+    if r.mode == "token_sum":
+        per_row = jnp.ones_like(lengths)
+    elif r.mode == "token_mean":
         per_row = jnp.ones_like(lengths) / jnp.maximum(jnp.sum(lengths), 1)
     elif r.mode in ("seq_mean_token_mean", "sample_mean"):
         n = rows if r.mode == "sample_mean" else n_seq
@@ -117,6 +137,7 @@ def reduction_weights(
     *,
     group_ids: ArrayLike | None = None,
     num_groups: int = 1,
+    count_mask: ArrayLike | None = None,
 ) -> Float[Array, "S T"]:
     r"""Effective per-token weights :math:`w_{st}` of a reduction (module table).
 
@@ -125,6 +146,8 @@ def reduction_weights(
         reduction: the :class:`Reduction` (static).
         group_ids: ``[S]`` prompt ids (``prompt_mean`` only).
         num_groups: number of prompts (static).
+        count_mask: ``[S, T]`` mask the denominators are counted from (``None``:
+            ``mask``). verl #4852: counts taken before a rejection mask.
 
     Returns:
         ``[S, T]`` weights, zero on masked positions.
@@ -148,11 +171,14 @@ def reduction_weights(
         if group_ids is None
         else jnp.asarray(group_ids)
     )
+    counts = mask if count_mask is None else jnp.asarray(count_mask, mask.dtype)
     mb = reduction.micro_batch_size
     if mb is None or mb >= mask.shape[0]:
-        return _scope_weights(mask, gid, num_groups, reduction)
+        return _scope_weights(mask, counts, gid, num_groups, reduction)
     pieces = [
-        _scope_weights(mask[i : i + mb], gid[i : i + mb], num_groups, reduction)
+        _scope_weights(
+            mask[i : i + mb], counts[i : i + mb], gid[i : i + mb], num_groups, reduction
+        )
         for i in range(0, mask.shape[0], mb)
     ]
     return jnp.concatenate(pieces, axis=0) / len(pieces)
