@@ -12,7 +12,7 @@ T(T-1) bound (Thm. 3.2) and Pinsker's inequality as Eq. (4) uses it.
 A_\mu]` with :math:`\rho_\mu` the normalised discounted state distribution,
 :math:`\xi = \max_{s,a}|A_\mu(s,a)|`, :math:`D_{TV} = \tfrac12\sum|\mu - \pi|`. TRPO's
 own Theorem 1 (Schulman et al., 2015) has :math:`4\xi\gamma/(1-\gamma)^2`. An exact
-two-state MDP (module :func:`family`) violates DPPO's constant 2; its worst ratio tends to
+two-state MDP (:func:`family`) violates DPPO's constant 2; its worst ratio tends to
 4 as the step shrinks, so 4 is the smallest constant of this form (DERIVED here). The
 finite-horizon Thm. 3.2 holds: term t of :math:`L' - (J(\pi)-J(\mu))` is
 :math:`\mathbb E_{s_t\sim\mu}\sum_y(\mu-\pi)(y|s_t)(R^\pi-R^\mu)(s_t y)`, bounded by
@@ -62,7 +62,7 @@ def _solve(m, b):
 
 
 def mdp_terms(P, R, mu, pi, rho0, g, simplify=lambda x: x):
-    """Exact ``(eta(pi) - eta(mu), L_mu(pi), A_mu)`` by policy evaluation (linear solves).
+    """Exact ``(eta(pi) - eta(mu), L_mu(pi), A_mu)`` by policy evaluation.
 
     ``P[s][a]`` is the next-state distribution, ``R[s][a]`` the reward, ``mu[s][a]``,
     ``pi[s][a]`` the policies, ``rho0`` the start distribution, ``g`` = gamma.
@@ -77,7 +77,9 @@ def mdp_terms(P, R, mu, pi, rho0, g, simplify=lambda x: x):
         ]
 
     def eye_minus(k):
-        return [[(1 if s == t else 0) - g * k[s][t] for t in range(n)] for s in range(n)]
+        return [
+            [(1 if s == t else 0) - g * k[s][t] for t in range(n)] for s in range(n)
+        ]
 
     def value(pol):
         b = [sum(pol[s][a] * R[s][a] for a in acts[s]) for s in range(n)]
@@ -388,9 +390,10 @@ THEOREM2_1 = Claim(
     source=f"{SOURCE}, §2, Theorem 2.1, Eq. (2)",
     provenance="PAPER",
     statement=(
-        "For every discounted MDP and policies mu, pi (mu with full support): eta(pi) - "
-        "eta(mu) >= L_mu(pi) - 2 xi gamma/(1-gamma)^2 * D_TV^max(mu||pi)^2, with "
-        "L_mu(pi) = 1/(1-gamma) E_{s~rho_mu, a~mu}[pi/mu A_mu], xi = max |A_mu(s,a)|, "
+        "For every discounted MDP and policies mu, pi (mu with full support): "
+        "eta(pi) - eta(mu) >= L_mu(pi) - 2 xi gamma/(1-gamma)^2 * "
+        "D_TV^max(mu||pi)^2, with L_mu(pi) = 1/(1-gamma) E_{s~rho_mu, a~mu}"
+        "[pi/mu A_mu], xi = max |A_mu(s,a)|, "
         "D_TV = 1/2 sum |mu - pi|."
     ),
     quote=(
@@ -617,7 +620,10 @@ def _search_32(quick: bool = False) -> CheckResult:
             r = _ratio_32(mu, pi, reward, seqs, horizon)
             step = 0.5
             for _ in range(40 if quick else 250):
-                mu2 = {s: softmax(np.log(mu[s]) + step * rng.normal(size=vocab)) for s in mu}
+                mu2 = {
+                    s: softmax(np.log(mu[s]) + step * rng.normal(size=vocab))
+                    for s in mu
+                }
                 pi2 = {
                     s: softmax(
                         np.log(mu2[s])
@@ -708,7 +714,7 @@ def _z3_32(quick: bool = False) -> CheckResult:
 
 def _symbolic_32_step(quick: bool = False) -> CheckResult:
     """The proof's key identity: L' - (J(pi) - J(mu)) = sum_t E_{s_t~mu} sum_y
-    (mu - pi)(y|s_t) (R^pi - R^mu)(s_t y), R^q(s) the expected reward after s under q."""
+    (mu - pi)(y|s_t) (R^pi - R^mu)(s_t y), R^q(s) the mean reward after s under q."""
     mu, pi, reward, seqs, prefs, _ = _symbolic_tree(2, 2 if quick else 3)
     horizon = len(seqs[0])
 
@@ -749,7 +755,7 @@ THEOREM3_2 = Claim(
     ),
     quote=(
         "J(pi) - J(mu) >= L'_mu(pi) - 2 xi T (T-1) * D_TV^max(mu||pi)^2, with xi = "
-        "max_y |R(y)| (\"the maximum absolute reward\")"
+        'max_y |R(y)| ("the maximum absolute reward")'
     ),
     location="§3.1, Theorem 3.2, Eq. (7)",
     kind=Kind.THEOREM,
@@ -757,7 +763,9 @@ THEOREM3_2 = Claim(
     + ("D_TV^max = max over every prefix s_t of D_TV(mu(.|s_t) || pi(.|s_t))",),
     checks=(
         Check("z3, V = 2, T = 2", Method.Z3, _z3_32),
-        Check("sympy, the proof's per-step identity", Method.SYMBOLIC, _symbolic_32_step),
+        Check(
+            "sympy, the proof's per-step identity", Method.SYMBOLIC, _symbolic_32_step
+        ),
         Check("random + adversarial trees, exact", Method.NUMERIC, _search_32),
     ),
 )
@@ -833,9 +841,9 @@ def _property_pinsker(quick: bool = False) -> CheckResult:
     from hypothesis import strategies as st
 
     def dist(v):
-        return st.lists(
-            st.floats(-8, 8, allow_nan=False), min_size=v, max_size=v
-        ).map(lambda x: softmax(np.array(x)))
+        return st.lists(st.floats(-8, 8, allow_nan=False), min_size=v, max_size=v).map(
+            lambda x: softmax(np.array(x))
+        )
 
     pair = st.integers(2, 40).flatmap(lambda v: st.tuples(dist(v), dist(v)))
 
@@ -908,7 +916,9 @@ PINSKER = Claim(
     ),
     checks=(
         Check("sympy, the binary gap's slope", Method.SYMBOLIC, _symbolic_pinsker),
-        Check("interval bisection, 1/(q(1-q)) >= 4", Method.INTERVAL, _interval_pinsker),
+        Check(
+            "interval bisection, 1/(q(1-q)) >= 4", Method.INTERVAL, _interval_pinsker
+        ),
         Check("z3, the two-cell reduction, V = 4", Method.Z3, _z3_reduction),
         Check("hypothesis, V <= 40", Method.PROPERTY, _property_pinsker),
         Check("float64 at V = 49152", Method.NUMERIC, _numeric_pinsker),
