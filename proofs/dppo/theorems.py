@@ -43,6 +43,8 @@ from theorycheck.claims import (
 )
 
 DPPO_C, TRPO_C = 2, 4
+#: Theorem 3.2's constant (2 xi T(T-1)) and Pinsker's (D_TV^2 <= 1/2 D_KL)
+T32_C, PINSKER_C = 2, 0.5
 
 # --- discounted MDPs, exact (Fractions or SymPy) and float64 ------------------------
 
@@ -693,7 +695,7 @@ def _z3_32(quick: bool = False) -> CheckResult:
     # xi = 1 without loss of generality: both sides scale with R
     alpha = sp.Symbol("alpha", real=True)
     real = {s: sp.Symbol(s.name, real=True) for s in syms}
-    gap = sp.expand(sp.cancel(diff - lp + 4 * alpha**2)).xreplace(real)
+    gap = sp.expand(sp.cancel(diff - lp + T32_C * 2 * alpha**2)).xreplace(real)
     assumptions = [*(s > 0 for s in real.values()), *(s < 1 for s in real.values())]
     for s in prefs:
         assumptions.append(sym_abs((pi[s][0] - mu[s][0]).xreplace(real)) <= alpha)
@@ -849,7 +851,7 @@ def _property_pinsker(quick: bool = False) -> CheckResult:
 
     def prop(pq):
         kl, tv = _kl_tv(*pq)
-        return tv * tv <= 0.5 * kl + 1e-12
+        return tv * tv <= PINSKER_C * kl + 1e-12
 
     return property_check(
         prop,
