@@ -547,7 +547,7 @@ def _symbolic_tree(vocab, horizon):
 
 
 def _symbolic_31(quick: bool = False) -> CheckResult:
-    mu, pi, reward, seqs, _, _ = _symbolic_tree(2, 2 if quick else 3)
+    mu, pi, reward, seqs, _, syms = _symbolic_tree(2, 2 if quick else 3)
     diff, lp, delta = decomposition(mu, pi, reward, seqs)
     horizon = len(seqs[0])
     return sympy_identity(
@@ -555,7 +555,17 @@ def _symbolic_31(quick: bool = False) -> CheckResult:
         what=f"J(pi) - J(mu) - (L' - Delta) = 0 with symbolic mu, pi at every prefix "
         f"and symbolic rewards (V = 2, T = {horizon}); the sum telescopes: "
         "sum_t (r_t - 1) prod_{j>t} r_j = prod_j r_j - 1",
+        points=lambda: _tree_points(syms, reward.values()),
     )
+
+
+def _tree_points(probs, rewards):
+    """Exact points: every free probability in (0, 1/2), every reward an integer."""
+    rng = random.Random(0)
+    while True:
+        point = {x: sp.Rational(rng.randint(1, 9), 20) for x in probs}
+        point.update({r: sp.Integer(rng.randint(-5, 5)) for r in rewards})
+        yield point
 
 
 THEOREM3_1 = Claim(
