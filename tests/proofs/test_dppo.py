@@ -7,6 +7,7 @@ import pytest
 from theorycheck.claims import Method, Outcome, Status, evaluate, run_check
 
 from ._helpers import check_named, claims, module_of, outcome
+from .test_new_claims import NEW_IDS
 
 EXPECTED = {
     "dppo.binary_divergence_lower_bound": Status.HOLDS,
@@ -23,7 +24,7 @@ def dppo():
 
 
 def test_dppo_claims_are_all_present_with_two_kinds(dppo):
-    assert set(dppo) == set(EXPECTED)
+    assert set(dppo) - NEW_IDS["dppo"] == set(EXPECTED)
     for claim in dppo.values():
         assert len(claim.methods) >= 2, claim.id
 
