@@ -27,7 +27,6 @@ from fractions import Fraction
 
 import numpy as np
 import sympy as sp
-from _dppo_common import SOURCE, simplex, softmax, sym_abs
 
 from theorycheck.claims import (
     Check,
@@ -41,6 +40,8 @@ from theorycheck.claims import (
     property_check,
     sympy_identity,
 )
+
+from ._common import SOURCE, simplex, softmax, sym_abs
 
 DPPO_C, TRPO_C = 2, 4
 #: Theorem 3.2's constant (2 xi T(T-1)) and Pinsker's (D_TV^2 <= 1/2 D_KL)

@@ -27,9 +27,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import sympy as sp
-from _lco_common import failed, passed, undecided
 
-from theorycheck.claims import Check, Claim, Kind, Method, sympy_identity
+from theorycheck.claims import (
+    Check,
+    Claim,
+    Kind,
+    Method,
+    failed,
+    passed,
+    sympy_identity,
+    undecided,
+)
 from theorycheck.losses import LOSSES
 from theorycheck.symbolic import unfreeze
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import mpmath
 import numpy as np
 import sympy as sp
-from _pdm_common import SOURCE, random_points, rational_points, softmax
 
 from theorycheck.claims import (
     Check,
@@ -40,6 +39,8 @@ from theorycheck.claims import (
     compare,
     sympy_identity,
 )
+
+from ._common import SOURCE, random_points, rational_points, softmax
 
 #: the share of tokens on which a sign must agree ("does not reverse", "tracks")
 TRACK_THRESHOLD = 0.95
