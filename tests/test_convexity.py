@@ -98,7 +98,9 @@ def test_check_convexity_frozen_mask_convex_with_a_note(name):
     # A >= 0 times a detached nonnegative weight: H = w A S, PSD everywhere with the
     # weight held constant. The weight switches with the logits: the note says so.
     res = _check(name, 1.0)
-    assert res.verdict == "convex" and res.scope == "all V >= 2, every sampled token", res.methods
+    assert res.verdict == "convex" and res.scope == "all V >= 2, every sampled token", (
+        res.methods
+    )
     notes = [m for m in res.methods if m["method"] == "frozen switches"]
     assert notes and "not smooth" in notes[0]["detail"]
     assert not any(m["method"] == "frozen switches" for m in _check("sft").methods)

@@ -18,8 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from theorycheck.convexity import check_convexity
 from theorycheck.convexity import _stages as st
+from theorycheck.convexity import check_convexity
 from theorycheck.convexity._combine import combine
 from theorycheck.convexity._genericity import analyse, one_program
 from theorycheck.convexity._invariance import program_text_of, same_program

@@ -31,7 +31,9 @@ def test_the_functions_own_default_is_used(tmp_path):
     )
     res = check_convexity(spec, num_starts=32)
     assert res.params == {"adv": -1.0}
-    assert res.verdict == "not_convex" and res.scope == "all V >= 3, every sampled token"
+    assert (
+        res.verdict == "not_convex" and res.scope == "all V >= 3, every sampled token"
+    )
     # --set beats the function's default
     res = check_convexity(spec, params={"adv": 1.0}, num_starts=32)
     assert res.params == {"adv": 1.0} and res.verdict == "convex"
