@@ -82,9 +82,21 @@ class ConvexityResult:
         }
 
 
+#: The largest V checked: the vocabulary-scale search keeps about 30 float64 vectors
+#: of length V (about 1 GB at this V); a larger V is refused up front instead of
+#: growing until the kernel kills the process.
+MAX_VOCAB = 1 << 22
+
+
 def _check_args(vocab, timeout_s: float, num_starts: int) -> None:
     if not vocab or min(vocab) < 2:
         raise BadInput(f"vocab {list(vocab)}: every V must be >= 2")
+    if max(vocab) > MAX_VOCAB:
+        need = 30 * 8 * max(vocab) / 2**30
+        raise BadInput(
+            f"vocab {max(vocab)}: at most {MAX_VOCAB} (the search keeps about 30 "
+            f"float64 vectors of length V: about {need:.3g} GiB here)"
+        )
     if not (math.isfinite(timeout_s) and timeout_s > 0):
         raise BadInput(f"timeout_s {timeout_s}: must be a finite number > 0")
     if num_starts < 1:
@@ -330,6 +342,8 @@ def local_check(spec: str, logits, sampled: int, *, params=None) -> dict[str, An
     z = np.asarray(logits, dtype=np.float64)
     if z.ndim != 1 or z.size < 2 or not np.all(np.isfinite(z)):
         raise BadInput(f"logits: need >= 2 finite logits, got {z.size} values")
+    if z.size > MAX_VOCAB:
+        raise BadInput(f"logits: {z.size} values, at most {MAX_VOCAB}")
     if not 0 <= sampled < z.size:
         raise BadInput(f"sampled {sampled} is out of range for V = {z.size}")
     built = build_inputs(resolved, dict(params or {}), z.size, sampled, exact=False)

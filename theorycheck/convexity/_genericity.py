@@ -487,6 +487,11 @@ def one_program(loss: Callable) -> Callable:
 
     def run(z, sampled, **inputs):
         z = jnp.asarray(z) if not isinstance(z, jax.core.Tracer) else z
+        # NumPy arrays cannot be indexed by the traced k: the same values as JAX arrays
+        inputs = {
+            name: jnp.asarray(v) if isinstance(v, np.ndarray) else v
+            for name, v in inputs.items()
+        }
         spec = jax.ShapeDtypeStruct(jnp.shape(z), jnp.result_type(z))
         closed = jax.make_jaxpr(lambda x, k: loss(x, k, **inputs))(
             spec, jax.ShapeDtypeStruct((), jnp.int32)
