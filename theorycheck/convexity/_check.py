@@ -203,10 +203,11 @@ def _symbolic_stages(resolved, spec, params, inputs, vocab, timeout_s, tokens, d
 
 def _search_vocabs(vocab, differ, gen) -> list[int]:
     """The V searched: the requested ones, every V where the program differs, and,
-    unless the loss is one formula for every V, V = 2, V = 16 and a V above every
-    integer constant that meets V (at most 512)."""
+    unless the loss is one formula for every V and equivariant under relabelling the
+    tokens, V = 2, V = 16 and a V above every integer constant that meets V, ``k``
+    or ``iota`` (at most 512)."""
     out = set(vocab) | set(differ)
-    if differ or not gen.uniform:
+    if differ or not gen.uniform or not gen.equivariant:
         out |= {2, 16}
         above = max(gen.constants, default=0) + 2
         if above <= 512:
