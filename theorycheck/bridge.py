@@ -286,8 +286,8 @@ def _scatter(name, operand, indices, updates, dn):
 def _to_int(v):
     """An integer cast (JAX truncates toward zero) of a constant; a value that
     depends on the logits has no translation."""
-    if isinstance(v, sp.logic.boolalg.Boolean):
-        return _to_bool_num(v)
+    if isinstance(v, sp.logic.boolalg.Boolean) and not isinstance(v, sp.Expr):
+        return _to_bool_num(v)  # a comparison (a Symbol is a Boolean too)
     if isinstance(v, sp.Integer):
         return v
     if isinstance(v, sp.Basic) and v.is_number and v.is_real:
