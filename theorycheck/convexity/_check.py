@@ -142,6 +142,8 @@ def _formal_records(resolved, inputs, vocab, tokens, out, budget, timeout_s, rec
 
     for v in sorted(vocab):
         for k in tokens(v) if v <= 5 else [0]:
+            if any(r.counterexample for r in records):
+                break  # a confirmed counterexample decides; other k add nothing
             name = f"z3 V={v}" + (f" k={k}" if k else "")
             stage(f"formal: z3 at V = {v}, k = {k}")
             if out.timed_out and v in (3, 4) and k == 0:

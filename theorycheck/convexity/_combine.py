@@ -127,10 +127,11 @@ def _always_record(records, condition: str, refs, invariant: bool, every_token: 
             f"counterexample at {refuted}: no region is reported",
             Stage.CONSISTENCY,
         )
+    held = scope_text([(where, None if every_token else struct.tokens)])
     return MethodResult(
         "consistency",
         Status.NOTE,
-        f"the structure's region ({condition}) holds at {where} only; not reported "
+        f"the structure's region ({condition}) holds at {held} only; not reported "
         f"beside the counterexample at {refuted}",
         Stage.CONSISTENCY,
     )

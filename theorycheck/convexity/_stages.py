@@ -349,7 +349,7 @@ def search_stage(
     loss, vocabs, tokens_fn, inputs_fn, params, *, seed, num_starts, dynamic=False
 ):
     """The numeric search at each V and each of its sampled tokens; refuted at the
-    first (V, k) with a confirmed hit.
+    first (V, k) with a confirmed hit (the V after it are not searched).
 
     Args:
         tokens_fn: ``V -> the sampled tokens to search``.
@@ -358,6 +358,8 @@ def search_stage(
     """
     total, found, searched = 0, None, set()
     for v in sorted(vocabs):
+        if found is not None:  # one confirmed counterexample decides not_convex
+            break
         ks = tokens_fn(v)
         searched |= set(ks)
         outs = _search.search_tokens(
