@@ -325,6 +325,11 @@ def formal_stage(
         return MethodResult(name, Status.SKIPPED, str(err), Stage.FORMAL), None
     except StageTimeout:
         return MethodResult(name, Status.UNKNOWN, timed_out, Stage.FORMAL), None
+    except BadInput:
+        raise
+    except Exception as err:  # SymPy or z3 inside the translation: never to the user
+        detail = f"the symbolic derivation failed ({type(err).__name__} inside SymPy)"
+        return MethodResult(name, Status.SKIPPED, detail, Stage.FORMAL), None
     status = Status(out.status)
     scope = Scope.of(v) if status in (Status.PROVED, Status.REFUTED) else Scope()
     rec = MethodResult(
