@@ -177,3 +177,34 @@ def test_affine_sympy_from_jax_refuses_a_zero_scale():
         lambda x, k: -jax.nn.log_softmax(x * 0.0)[k], z, sampled=0
     )
     assert amap is None and not expr.free_symbols  # a constant loss, no map claimed
+
+
+def test_a_count_of_booleans_is_an_exact_integer():
+    # jnp.sum(iota >= 2) casts booleans to integers: 1 at V = 3 (was a TypeError:
+    # bad operand type for unary -: 'BooleanFalse').
+    z = sp.symbols("z0:3", real=True)
+    expr = sympy_from_jax(lambda x, k: jnp.sum(jnp.arange(3) >= 2) * x[k], z, sampled=0)
+    assert sp.simplify(expr - z[0]) == 0
+
+
+def test_an_integer_cast_of_the_logits_names_the_primitive():
+    z = sp.symbols("z0:3", real=True)
+    with pytest.raises(UnsupportedOperation, match="convert_element_type"):
+        sympy_from_jax(lambda x, k: x[k].astype(jnp.int32) * 1.0, z, sampled=0)
+
+
+def test_a_failing_translation_names_its_primitive_not_sympy():
+    z = sp.symbols("z0:3", real=True)
+    with pytest.raises(UnsupportedOperation, match="primitive"):
+        sympy_from_jax(lambda x, k: jnp.sort(x)[k], z, sampled=0)
+
+
+def test_the_traced_sampled_program_translates_like_the_static_one():
+    from theorycheck.convexity._genericity import one_program
+
+    z = sp.symbols("z0:3", real=True)
+    loss = lambda x, k: -jax.nn.log_softmax(x)[k]  # noqa: E731
+    for k in range(3):
+        a = sympy_from_jax(one_program(loss), z, sampled=k)
+        b = sympy_from_jax(loss, z, sampled=k)
+        assert sp.simplify(a - b) == 0

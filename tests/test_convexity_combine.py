@@ -86,7 +86,8 @@ def test_restricted_proof_does_not_conflict_with_a_counterexample_elsewhere():
     assert not [m for m in out.methods if m.status is Status.CONFLICT]
     notes = [m.detail for m in out.methods if m.method == "consistency"]
     assert notes == [
-        "the structure's region (always) holds at V in {3, 4} only; not reported "
+        "the structure's region (always) holds at V in {3, 4}, sampled token k = 0 "
+        "only; not reported "
         "beside the counterexample at V = 5"
     ]
     assert out.condition is None

@@ -31,7 +31,9 @@ def test_the_functions_own_default_is_used(tmp_path):
     )
     res = check_convexity(spec, num_starts=32)
     assert res.params == {"adv": -1.0}
-    assert res.verdict == "not_convex" and res.scope == "all V >= 3"
+    assert (
+        res.verdict == "not_convex" and res.scope == "all V >= 3, every sampled token"
+    )
     # --set beats the function's default
     res = check_convexity(spec, params={"adv": 1.0}, num_starts=32)
     assert res.params == {"adv": 1.0} and res.verdict == "convex"
@@ -103,11 +105,11 @@ def test_all_v_only_when_the_jaxpr_is_one_program(tmp_path):
     methods = {m["method"]: m for m in res.methods}
     assert methods["vocab invariance"]["status"] == "unknown"
     assert "V = 5, 16" in methods["vocab invariance"]["detail"]
-    assert res.verdict == "not_convex" and res.scope == "V = 5"
+    assert res.verdict == "not_convex" and res.scope == "V = 5, every sampled token"
     assert res.counterexample["vocab"] == 5
     # Convex at every V but a different program: the scope is the V decided.
     res = check_convexity(f"{path}:loss_convex", num_starts=32)
-    assert res.verdict == "convex" and res.scope == "V in {3, 4}"
+    assert res.verdict == "convex" and res.scope == "V in {3, 4}, every sampled token"
 
 
 def test_a_wrong_proof_is_withdrawn_by_a_rechecked_counterexample(

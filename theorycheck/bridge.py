@@ -283,13 +283,36 @@ def _scatter(name, operand, indices, updates, dn):
     return out
 
 
+def _to_int(v):
+    """An integer cast (JAX truncates toward zero) of a constant; a value that
+    depends on the logits has no translation."""
+    if isinstance(v, sp.logic.boolalg.Boolean) and not isinstance(v, sp.Expr):
+        return _to_bool_num(v)  # a comparison (a Symbol is a Boolean too)
+    if isinstance(v, sp.Integer):
+        return v
+    if isinstance(v, sp.Basic) and v.is_number and v.is_real:
+        return sp.Integer(int(v))
+    raise UnsupportedOperation(
+        "JAX primitive 'convert_element_type' (an integer cast of a value that "
+        "depends on the logits) has no symbolic translation"
+    )
+
+
 def _rule(eqn, ins):
     name = eqn.primitive.name
     if name == "custom_jvp_call" and _custom_name(eqn.params) in _CLOSED_FORMS:
         return [_box(_ew(_CLOSED_FORMS[_custom_name(eqn.params)], *ins))]
     if name in _jaxpr.CALL_JAXPR:
         return _inline(eqn, ins)
-    out = _apply(name, ins, eqn.params)
+    try:
+        out = _apply(name, ins, eqn.params)
+    except (UnsupportedOperation, IndexError):
+        raise
+    except Exception as err:  # SymPy refused a value: name the primitive
+        raise UnsupportedOperation(
+            f"JAX primitive {name!r}: its symbolic translation failed on these "
+            f"values ({type(err).__name__})"
+        ) from err
     return [_box(v) for v in out] if eqn.primitive.multiple_results else _box(out)
 
 
@@ -320,7 +343,7 @@ def _apply(name, ins, params):  # noqa: C901 - one dispatch table
     if name == "convert_element_type":
         x = ins[0]
         if np.dtype(params["new_dtype"]).kind in "iu":
-            return _ew(lambda v: sp.floor(v) if not isinstance(v, sp.Integer) else v, x)
+            return _ew(_to_int, x)
         return _ew(_to_bool_num, x) if np.dtype(params["new_dtype"]).kind == "f" else x
     if name == "select_n":
         return _ew(_select, *ins)

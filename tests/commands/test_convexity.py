@@ -83,7 +83,7 @@ def test_convexity_at_reads_npy(capsys, tmp_path):
 def test_convexity_human_output(capsys):
     assert main(["convexity", "pg", "--set", "adv=-1"]) == 0
     text = capsys.readouterr().out
-    assert text.startswith("pg: not_convex (all V >= 3)")
+    assert text.startswith("pg: not_convex (all V >= 3, every sampled token)")
     assert "counterexample" in text
 
 

@@ -127,8 +127,17 @@ def caller_for(spec: str, timeout_s: float) -> Callable[..., Any]:
     path = user_file(spec)
     if path is None:
         return lambda fn, *args, **kwargs: fn(*args, **kwargs)
-    if not path.is_file():
-        raise BadInput(f"loss file {str(path)!r} does not exist")
+    problem = (
+        "does not exist"
+        if not path.exists()
+        else "is a directory, not a Python file"
+        if path.is_dir()
+        else "is not a regular file"
+        if not path.is_file()
+        else None
+    )
+    if problem is not None:
+        raise BadInput(f"loss file {str(path)!r} {problem}")
     deadline = DEADLINE_BASE_S + DEADLINE_PER_TIMEOUT * timeout_s
     text = (
         f"{deadline:g} s (= {DEADLINE_BASE_S:g} + {DEADLINE_PER_TIMEOUT:g} x "
@@ -200,6 +209,13 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+def _kill_tree(proc: subprocess.Popen) -> None:
+    """Kills what the child started in sessions of their own (outside its group)."""
+    from theorycheck.commands._isolate_child import kill_descendants
+
+    kill_descendants(proc.pid)
+
+
 def _forward(workdir: Path) -> None:
     for name in ("stdout.txt", "stderr.txt"):
         path = workdir / name
@@ -268,6 +284,7 @@ def run_isolated(
         try:
             proc.wait(timeout=deadline_s)
         except subprocess.TimeoutExpired:
+            _kill_tree(proc)
             _kill_group(proc)
             proc.wait()
             raise BadInput(

@@ -10,6 +10,7 @@ child then leaves with ``os._exit`` (no atexit hooks of the user's code).
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import pickle
@@ -64,6 +65,8 @@ class _Pickler(pickle.Pickler):
         self.user_files = frozenset(user_files)
 
     def persistent_id(self, obj: Any) -> str | None:
+        if isinstance(obj, functools.partial):  # a partial of the user's function
+            return self.persistent_id(obj.func)
         if isinstance(obj, types.ModuleType):
             return USER_CODE if obj.__name__ not in sys.modules else None
         if isinstance(obj, types.FunctionType):
@@ -102,8 +105,51 @@ def _call(workdir: Path) -> bytes:
         return pickle.dumps(("internal", message))
 
 
+def _subreaper() -> None:
+    """Linux: orphans of the user's code (a double fork) become our children, so
+    that :func:`kill_descendants` finds them."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(
+            36, 1, 0, 0, 0
+        )  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux ``/proc``; empty elsewhere)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = entry.read_text()
+        except OSError:
+            continue
+        fields = text.rsplit(")", 1)[-1].split()
+        parents.setdefault(int(fields[1]), []).append(int(entry.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def kill_descendants(pid: int) -> None:
+    """SIGKILL every process below ``pid``: a child the user's code started in its
+    own session (``start_new_session=True``) is outside our process group."""
+    for child in descendants(pid):
+        try:
+            os.kill(child, 9)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def _child(workdir: Path) -> None:
+    _subreaper()
     blob = _call(workdir)
+    kill_descendants(os.getpid())
     tmp = workdir / "result.tmp"
     tmp.write_bytes(blob)
     tmp.replace(workdir / "result.pkl")

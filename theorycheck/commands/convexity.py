@@ -104,7 +104,13 @@ def _local(args, params, call) -> int:
 
     if args.sampled is None:
         raise BadInput("--at needs --sampled K")
-    out = call(local_check, args.spec, _logits(args.at), args.sampled, params=params)
+    logits = _logits(args.at)
+    if args.vocab and set(args.vocab) != {logits.size}:
+        raise BadInput(
+            f"--vocab {', '.join(map(str, args.vocab))}: --at gives {logits.size} "
+            "logits, so V is their number (drop --vocab or make it match)"
+        )
+    out = call(local_check, args.spec, logits, args.sampled, params=params)
     if args.json:
         keys = ("loss", "params", "min_eigenvalue", "psd")
         emit_json({k: out[k] for k in keys})

@@ -82,87 +82,139 @@ class ConvexityResult:
         }
 
 
+#: The largest V checked: the vocabulary-scale search keeps about 30 float64 vectors
+#: of length V (about 1 GB at this V); a larger V is refused up front instead of
+#: growing until the kernel kills the process.
+MAX_VOCAB = 1 << 22
+
+
 def _check_args(vocab, timeout_s: float, num_starts: int) -> None:
     if not vocab or min(vocab) < 2:
         raise BadInput(f"vocab {list(vocab)}: every V must be >= 2")
+    if max(vocab) > MAX_VOCAB:
+        need = 30 * 8 * max(vocab) / 2**30
+        raise BadInput(
+            f"vocab {max(vocab)}: at most {MAX_VOCAB} (the search keeps about 30 "
+            f"float64 vectors of length V: about {need:.3g} GiB here)"
+        )
     if not (math.isfinite(timeout_s) and timeout_s > 0):
         raise BadInput(f"timeout_s {timeout_s}: must be a finite number > 0")
     if num_starts < 1:
         raise BadInput(f"num_starts = {num_starts}: must be >= 1")
 
 
-def _symbolic_stages(resolved, spec, params, inputs, vocab, timeout_s):
-    """Structure (+ its witness re-check), then z3 at each requested V."""
+def _structure_records(rec, out, resolved, inputs, record):
+    """The structure record, and the float64 re-check of its witness (at V = 3, a V
+    it derived; a witness with positive curvature in both routes withdraws it)."""
+    if rec.status is not Status.REFUTED or out.witness is None:
+        return [rec]
+    from theorycheck.convexity._structural import witness
+
+    pk, _ = out.witness
+    v = 3  # the theorem was derived at V = 3 and 4: its witness is checked there
+    logits, u = witness(out.structure, v, 0)
+    where = f"pi_k = {float(pk):.6g}, V = {v}"
+    check = st.recheck_stage(resolved.loss, logits, u, inputs(v, 0).numeric, where)
+    curv = check.counterexample["curvature"]
+    clean = dataclasses.replace(check, counterexample=None)
+    if check.counterexample["positive"]:
+        return [st.withdraw(rec, "its witness has positive curvature"), clean]
+    ce = st._counterexample(logits, u, curv, v, 0, record)
+    return [st.attach(rec, ce), clean]
+
+
+def _formal_records(resolved, inputs, vocab, tokens, out, budget, timeout_s, record):
+    """z3 at each requested V <= 5 and each of its sampled tokens."""
     from theorycheck.convexity._structural import derive
 
-    sampled, timeout_ms = 0, int(timeout_s * 1000)
-    budget = Deadline(SYMBOLIC_BUDGET_FACTOR * timeout_s)
-    record = inputs[min(vocab)].params
-    stage("structure: deriving the logit Hessian symbolically (every V)")
-    rec, out = st.structure_stage(
-        spec, params, sampled, budget, timeout_ms, SYMBOLIC_BUDGET_FACTOR
-    )
-    records = [rec]
-    if rec.status is Status.REFUTED and out.witness is not None:
-        from theorycheck.convexity._structural import witness
+    timeout_ms = int(timeout_s * 1000)
+    timed_out = st.timed_out_detail(budget, SYMBOLIC_BUDGET_FACTOR)
+    records, seen = [], {}
 
-        pk, _ = out.witness
-        v = max(3, min(vocab))
-        amap = getattr(out.structure, "affine", None)
-        if amap is not None and len(set(amap.beta)) > 1:
-            v = 3  # a non-uniform shift is known at the derived V only
-        logits, u = witness(out.structure, v, sampled)
-        where = f"pi_k = {float(pk):.6g}, V = {v}"
-        check = st.recheck_stage(resolved.loss, logits, u, inputs[v].numeric, where)
-        curv = check.counterexample["curvature"]
-        ce = st._counterexample(logits, u, curv, v, sampled, record)
-        records = [st.attach(rec, ce), dataclasses.replace(check, counterexample=None)]
-    if out.derived or rec.status not in (Status.PROVED, Status.REFUTED):
-        timed_out = st.timed_out_detail(budget, SYMBOLIC_BUDGET_FACTOR)
-
-        seen = {}
-
+    def derive_at(k):
         def derive_fn(v):
-            seen[v] = out.derived.get(v) or derive(
-                resolved.loss, v, sampled, inputs[v].exact
-            )
-            return seen[v]
+            key = (v, k)
+            cached = out.derived.get(v) if k == 0 else None
+            seen[key] = cached or derive(resolved.loss, v, k, inputs(v, k).exact)
+            return seen[key]
 
-        for v in sorted(vocab):
-            stage(f"formal: z3 at V = {v}")
-            if out.timed_out and v in (3, 4):  # the same derivation would run out
+        return derive_fn
+
+    for v in sorted(vocab):
+        for k in tokens(v) if v <= 5 else [0]:
+            if any(r.counterexample for r in records):
+                break  # a confirmed counterexample decides; other k add nothing
+            name = f"z3 V={v}" + (f" k={k}" if k else "")
+            stage(f"formal: z3 at V = {v}, k = {k}")
+            if out.timed_out and v in (3, 4) and k == 0:
                 records.append(
-                    MethodResult(
-                        f"z3 V={v}", Status.UNKNOWN, timed_out, st.Stage.FORMAL
-                    )
+                    MethodResult(name, Status.UNKNOWN, timed_out, st.Stage.FORMAL)
                 )
                 continue
             if out.failed:  # the same translation would fail again
                 detail = "the symbolic translation failed (see above)"
                 records.append(
-                    MethodResult(f"z3 V={v}", Status.SKIPPED, detail, st.Stage.FORMAL)
+                    MethodResult(name, Status.SKIPPED, detail, st.Stage.FORMAL)
                 )
                 continue
-            frec, fout = st.formal_stage(derive_fn, v, budget, timeout_ms, timed_out)
-            if frec.status is Status.REFUTED and not any(
-                r.counterexample for r in records
-            ):
-                logits, u, exact = st.formal_counterexample(fout, v)
-                amap = getattr(seen.get(v), "affine", None)
-                if amap is not None:  # a point of L~(z'): back to the loss's z
-                    logits, u = (list(a) for a in amap.to_logits(logits, u))
-                where = f"z3 counterexample, V = {v}"
-                check = st.recheck_stage(
-                    resolved.loss, logits, u, inputs[v].numeric, where
+            frec, fout = st.formal_stage(
+                derive_at(k), v, budget, timeout_ms, timed_out, k
+            )
+            if frec.status is Status.REFUTED:
+                records += _formal_refutation(
+                    frec, fout, resolved, inputs, v, k, seen, record
                 )
-                ce = st._counterexample(
-                    logits, u, float(fout.curvature), v, sampled, record
-                )
-                frec = st.attach(frec, ce | exact)
-                records += [frec, dataclasses.replace(check, counterexample=None)]
             else:
                 records.append(frec)
+    return records
+
+
+def _formal_refutation(frec, fout, resolved, inputs, v, k, seen, record):
+    logits, u, exact = st.formal_counterexample(fout, v)
+    amap = getattr(seen.get((v, k)), "affine", None)
+    if amap is not None:  # a point of L~(z'): back to the loss's z
+        logits, u = (list(a) for a in amap.to_logits(logits, u))
+    where = f"z3 counterexample, V = {v}, k = {k}"
+    check = st.recheck_stage(resolved.loss, logits, u, inputs(v, k).numeric, where, k)
+    clean = dataclasses.replace(check, counterexample=None)
+    if check.counterexample["positive"]:
+        # the exact check and both float64 routes disagree: trust neither
+        why = "its counterexample has positive curvature in float64"
+        return [st.withdraw(frec, why), clean]
+    ce = st._counterexample(logits, u, float(fout.curvature), v, k, record)
+    return [st.attach(frec, ce | exact), clean]
+
+
+def _symbolic_stages(resolved, spec, params, inputs, vocab, timeout_s, tokens, dynamic):
+    """Structure (+ its witness re-check) at k = 0, then z3 at each requested V and
+    sampled token."""
+    timeout_ms = int(timeout_s * 1000)
+    budget = Deadline(SYMBOLIC_BUDGET_FACTOR * timeout_s)
+    record = inputs(min(vocab), 0).params
+    stage("structure: deriving the logit Hessian symbolically (every V)")
+    rec, out = st.structure_stage(
+        spec, params, 0, budget, timeout_ms, SYMBOLIC_BUDGET_FACTOR, dynamic
+    )
+    records = _structure_records(rec, out, resolved, inputs, record)
+    if out.derived or rec.status not in (Status.PROVED, Status.REFUTED):
+        records += _formal_records(
+            resolved, inputs, vocab, tokens, out, budget, timeout_s, record
+        )
     return records, out
+
+
+def _search_vocabs(vocab, differ, gen) -> list[int]:
+    """The V searched: the requested ones, every V where the program differs, and,
+    unless the loss is one formula for every V and equivariant under relabelling the
+    tokens, V = 2, V = 16 and a V above every integer constant that meets V, ``k``
+    or ``iota`` (at most 512)."""
+    out = set(vocab) | set(differ)
+    if differ or not gen.uniform or not gen.equivariant:
+        out |= {2, 16}
+        above = max(gen.constants, default=0) + 2
+        if above <= 512:
+            out.add(above)
+    return sorted(out)
 
 
 def check_convexity(
@@ -178,6 +230,10 @@ def check_convexity(
 
     .. math::
         \text{convex} \iff \forall z \in \mathbb R^V:\ \nabla_z^2 L(z) \succeq 0
+
+    The verdict's scope names the vocabulary sizes and the sampled tokens it covers
+    (``all V >= 2, every sampled token`` only with the two arguments of
+    :mod:`theorycheck.convexity._genericity`).
 
     Args:
         spec: registry name or ``path/to/file.py:function``.
@@ -197,33 +253,47 @@ def check_convexity(
         BadInput: unknown spec, bad or unknown parameter, loss that raises / is not a
         finite real scalar.
     """
+    from theorycheck.convexity._genericity import one_program
+
     params = dict(params or {})
     _check_args(vocab, timeout_s, num_starts)
     resolved = resolve(spec)
-    sampled = 0
     stage(f"{resolved.name}: checking the loss runs")
-    invariance, differ = st.invariance_stage(resolved, params, sampled)
-    searched = sorted(set(vocab) | set(differ))
-    inputs = {
-        # exact SymPy inputs only where the symbolic stages run (V <= 5)
-        v: build_inputs(resolved, params, v, sampled, exact=v <= 5)
-        for v in set(searched) | {3, 4}
-    }
+    generic, differ, gen = st.invariance_stage(resolved, params)
+    given = resolved
+    if gen.traced:  # every stage evaluates the one program that was analysed
+        resolved = dataclasses.replace(resolved, loss=one_program(resolved.loss))
+    searched = _search_vocabs(vocab, differ, gen)
+
+    def tokens(v: int) -> list[int]:
+        return [0] if gen.equivariant else sorted({0, 1, v - 1})
+
+    built: dict[tuple[int, int], Any] = {}
+
+    def inputs(v: int, k: int):
+        if (v, k) not in built:  # exact SymPy inputs only where z3 runs (V <= 5)
+            built[v, k] = build_inputs(resolved, params, v, k, exact=v <= 5)
+        return built[v, k]
+
     for v in sorted(set(vocab) | {3}):
-        sanity_check(resolved.loss, v, sampled, inputs[v].numeric, resolved.name)
-    record = inputs[min(vocab)].params
-    records, out = _symbolic_stages(resolved, spec, params, inputs, vocab, timeout_s)
-    records.insert(1, invariance)
+        for k in tokens(v) if v == min(vocab) else [0]:
+            sanity_check(resolved.loss, v, k, inputs(v, k).numeric, resolved.name)
+    record = inputs(min(vocab), 0).params
+    records, out = _symbolic_stages(
+        resolved, spec, params, inputs, vocab, timeout_s, tokens, gen.traced
+    )
+    records[1:1] = generic
     stage(f"numeric search at V = {', '.join(map(str, searched))}")
     records.append(
         st.search_stage(
             resolved.loss,
             searched,
-            sampled,
-            {v: inputs[v].numeric for v in searched},
+            tokens,
+            lambda v, k: inputs(v, k).numeric,
             record,
             seed=seed,
             num_starts=num_starts,
+            dynamic=gen.traced,
         )
     )
     if out.derived.get(3) is not None and any(
@@ -234,11 +304,12 @@ def check_convexity(
             for r in (st.kink_stage(out.derived[3]), st.switch_stage(out.derived[3]))
             if r is not None
         ]
-    decision = combine(records, Scope.of(*searched))
+    checked_tokens = "" if gen.equivariant else "sampled tokens k in {0, 1, V - 1}"
+    decision = combine(records, Scope.of(*searched), checked_tokens)
     return ConvexityResult(
         resolved.name,
         decision.verdict,
-        str(decision.scope),
+        decision.text,
         [m.to_json() for m in decision.methods],
         decision.counterexample,
         decision.condition,
@@ -246,7 +317,7 @@ def check_convexity(
         out.family,
         out.fit,
         decision.reason,
-        resolved,
+        given,
         params,
         out.structure,
     )
@@ -274,6 +345,8 @@ def local_check(spec: str, logits, sampled: int, *, params=None) -> dict[str, An
     z = np.asarray(logits, dtype=np.float64)
     if z.ndim != 1 or z.size < 2 or not np.all(np.isfinite(z)):
         raise BadInput(f"logits: need >= 2 finite logits, got {z.size} values")
+    if z.size > MAX_VOCAB:
+        raise BadInput(f"logits: {z.size} values, at most {MAX_VOCAB}")
     if not 0 <= sampled < z.size:
         raise BadInput(f"sampled {sampled} is out of range for V = {z.size}")
     built = build_inputs(resolved, dict(params or {}), z.size, sampled, exact=False)

@@ -11,7 +11,12 @@ Rules (each has a unit test in ``tests/test_convexity_combine.py``):
 3. The structure stage's claim for every V stands only when the ``invariance`` record
    confirms that the jaxprs at several V are one program up to the vocabulary
    dimension; otherwise its scope is the V it actually derived.
-4. Otherwise ``unknown``, with a reason that says which: undecided by the provers,
+4. Every record decides the sampled tokens it lists (``tokens``, ``{0}`` unless a
+   stage ran at other ``k``); they are extended to every sampled token only when the
+   ``tokens`` record confirms that the program is equivariant under relabelling the
+   tokens (:mod:`theorycheck.convexity._genericity`). A proof and a refutation
+   contradict each other only where both their V and their tokens meet.
+5. Otherwise ``unknown``, with a reason that says which: undecided by the provers,
    and whether the search ran without finding a counterexample.
 """
 
@@ -21,7 +26,14 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from theorycheck.convexity._types import MethodResult, Scope, Stage, Status, Verdict
+from theorycheck.convexity._types import (
+    MethodResult,
+    Scope,
+    Stage,
+    Status,
+    Verdict,
+    scope_text,
+)
 
 __all__ = ["Decision", "combine"]
 
@@ -41,6 +53,8 @@ class Decision:
         methods: the input records plus any ``consistency`` records.
         reason: for unknown, which kind (undecided by the provers; searched and found
             nothing); otherwise None.
+        text: the scope with its sampled tokens, as printed
+            (``all V >= 2, every sampled token``).
     """
 
     verdict: Verdict
@@ -49,6 +63,7 @@ class Decision:
     counterexample: dict[str, Any] | None
     methods: tuple[MethodResult, ...]
     reason: str | None = None
+    text: str = ""
 
 
 def _effective(rec: MethodResult, invariant: bool) -> Scope:
@@ -65,12 +80,25 @@ def _union(scopes) -> Scope:
     return out
 
 
-def _conflicts(proofs, refuted: Scope, invariant: bool, refs) -> list[MethodResult]:
+def _tokens_meet(a, b) -> bool:
+    return a is None or b is None or bool(a & b)
+
+
+def _meets(p, refs, invariant: bool, every_token: bool) -> bool:
+    claimed = _effective(p, invariant)
+    return any(
+        claimed.meets(_effective(r, invariant))
+        and (every_token or _tokens_meet(p.tokens, r.tokens))
+        for r in refs
+    )
+
+
+def _conflicts(proofs, invariant: bool, refs, every_token: bool) -> list[MethodResult]:
     out = []
     where = ", ".join(f"{r.method} ({_effective(r, invariant)})" for r in refs)
     for p in proofs:
         claimed = _effective(p, invariant)
-        if claimed.meets(refuted):
+        if _meets(p, refs, invariant, every_token):
             out.append(
                 MethodResult(
                     "consistency",
@@ -84,12 +112,14 @@ def _conflicts(proofs, refuted: Scope, invariant: bool, refs) -> list[MethodResu
     return out
 
 
-def _always_record(records, condition: str, refuted: Scope, invariant: bool):
+def _always_record(records, condition: str, refs, invariant: bool, every_token: bool):
     """Why an ``always`` region is dropped beside a counterexample: a contradiction
-    when the structure's scope contains a refuted V, else a note on its scope."""
+    when the structure's scope contains a refuted V (and token), else a note on its
+    scope."""
+    refuted = _union(_effective(r, invariant) for r in refs)
     struct = next((r for r in records if r.stage is Stage.STRUCTURE), None)
     where = _effective(struct, invariant) if struct is not None else Scope()
-    if not where or where.meets(refuted):
+    if not where or _meets(struct, refs, invariant, every_token):
         return MethodResult(
             "consistency",
             Status.CONFLICT,
@@ -97,10 +127,11 @@ def _always_record(records, condition: str, refuted: Scope, invariant: bool):
             f"counterexample at {refuted}: no region is reported",
             Stage.CONSISTENCY,
         )
+    held = scope_text([(where, None if every_token else struct.tokens)])
     return MethodResult(
         "consistency",
         Status.NOTE,
-        f"the structure's region ({condition}) holds at {where} only; not reported "
+        f"the structure's region ({condition}) holds at {held} only; not reported "
         f"beside the counterexample at {refuted}",
         Stage.CONSISTENCY,
     )
@@ -132,18 +163,31 @@ def _unknown_reason(records: Sequence[MethodResult], kinks: bool, proofs) -> str
     return "; ".join(parts)
 
 
-def combine(records: Sequence[MethodResult], checked: Scope) -> Decision:
+def _text(recs, invariant: bool, every_token: bool) -> str:
+    return scope_text(
+        (_effective(r, invariant), None if every_token else r.tokens) for r in recs
+    )
+
+
+def combine(
+    records: Sequence[MethodResult], checked: Scope, checked_tokens: str = ""
+) -> Decision:
     """Combines the stages' records into one verdict (the rules in the module doc).
 
     Args:
         records: every stage's record, in the order the stages ran.
         checked: the V the numeric stages ran at (the scope of an ``unknown``).
+        checked_tokens: the sampled tokens they ran at, in words (default: ``k = 0``,
+            or every token beside a confirmed ``tokens`` record).
 
     Returns:
         A :class:`Decision`.
     """
     invariant = any(
         r.stage is Stage.INVARIANCE and r.status is Status.CONFIRMED for r in records
+    )
+    every_token = any(
+        r.stage is Stage.TOKENS and r.status is Status.CONFIRMED for r in records
     )
     kinks = any(r.stage is Stage.KINKS and r.status is Status.UNKNOWN for r in records)
     proofs = [r for r in records if r.stage in _PROVERS and r.status is Status.PROVED]
@@ -163,9 +207,11 @@ def combine(records: Sequence[MethodResult], checked: Scope) -> Decision:
     methods = list(records)
     if refs:
         scope = _union(_effective(r, invariant) for r in refs)
-        methods += _conflicts(proofs, scope, invariant, refs)
+        methods += _conflicts(proofs, invariant, refs, every_token)
         if condition is not None and condition.startswith("always"):
-            methods.append(_always_record(records, condition, scope, invariant))
+            methods.append(
+                _always_record(records, condition, refs, invariant, every_token)
+            )
             condition = None
         ce = next(
             (
@@ -176,11 +222,21 @@ def combine(records: Sequence[MethodResult], checked: Scope) -> Decision:
             ),
             None,
         )
-        return Decision(Verdict.NOT_CONVEX, scope, condition, ce, tuple(methods))
+        text = _text(refs, invariant, every_token)
+        return Decision(
+            Verdict.NOT_CONVEX, scope, condition, ce, tuple(methods), None, text
+        )
     if proofs and not kinks:
         scope = _union(_effective(r, invariant) for r in proofs)
-        return Decision(Verdict.CONVEX, scope, condition, None, tuple(methods))
+        text = _text(proofs, invariant, every_token)
+        return Decision(
+            Verdict.CONVEX, scope, condition, None, tuple(methods), None, text
+        )
     if condition is not None and condition.startswith(("always", "never")):
         condition = None  # a region that would contradict "unknown"
     reason = _unknown_reason(records, kinks, proofs)
-    return Decision(Verdict.UNKNOWN, checked, condition, None, tuple(methods), reason)
+    tokens = "every sampled token" if every_token else "sampled token k = 0"
+    text = f"{checked}, {checked_tokens or tokens}"
+    return Decision(
+        Verdict.UNKNOWN, checked, condition, None, tuple(methods), reason, text
+    )

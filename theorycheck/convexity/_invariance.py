@@ -28,7 +28,7 @@ import jax.extend.core as jex
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["INVARIANCE_VOCABS", "program_text", "same_program"]
+__all__ = ["INVARIANCE_VOCABS", "program_text", "program_text_of", "same_program"]
 
 #: The V at which the jaxprs are traced and compared.
 INVARIANCE_VOCABS = (3, 4, 5, 16)
@@ -98,6 +98,12 @@ def program_text(
                 for k, v in arrays.items()
             },
         )
+    return program_text_of(closed)
+
+
+def program_text_of(closed) -> str:
+    """A closed jaxpr as text, with every constant's value (see
+    :func:`program_text`)."""
     lines: list[str] = []
     _walk(closed.jaxpr, closed.consts, {}, lines)
     return "\n".join(lines)

@@ -80,7 +80,14 @@ def _signature(fn: Callable):
     named = [p for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
     accepts = frozenset(p.name for p in named)
     required = frozenset(p.name for p in named if p.default is p.empty)
-    defaults = {p.name: p.default for p in named if p.default is not p.empty}
+    # ``behavior_logp=None`` (or ``adv=None``) means "not given": the documented
+    # default is built, not None passed through.
+    built = set(ARRAY_INPUTS) | set(INPUT_DEFAULTS)
+    defaults = {
+        p.name: p.default
+        for p in named
+        if p.default is not p.empty and not (p.default is None and p.name in built)
+    }
     return accepts, required, var_kw, defaults
 
 
@@ -122,8 +129,9 @@ def resolve(spec: str) -> ResolvedLoss:
         )
     path_text, _, func = spec.rpartition(":") if ":" in spec else (spec, "", "loss")
     path = pathlib.Path(path_text)
-    if not path.is_file():
-        raise BadInput(f"loss file {path_text!r} does not exist")
+    problem = loss_file_problem(path)
+    if problem is not None:
+        raise BadInput(f"loss file {path_text!r} {problem}")
     module_spec = importlib.util.spec_from_file_location(
         f"_user_loss_{path.stem}", path
     )
@@ -140,6 +148,24 @@ def resolve(spec: str) -> ResolvedLoss:
     accepts, required, var_kw, defaults = _signature(fn)
     name = f"{path.name}:{func or 'loss'}"
     return ResolvedLoss(name, fn, accepts, required, False, None, defaults, var_kw)
+
+
+def loss_file_problem(path: pathlib.Path) -> str | None:
+    """What is wrong with ``path`` as a loss file (None: a readable ``.py`` file).
+
+    Examples:
+        >>> loss_file_problem(pathlib.Path("/dev/null"))
+        'is not a regular file'
+    """
+    if not path.exists():
+        return "does not exist"
+    if path.is_dir():
+        return "is a directory, not a Python file"
+    if not path.is_file():
+        return "is not a regular file"
+    if path.suffix != ".py":
+        return f"is not a Python file (.py), its suffix is {path.suffix or 'empty'!r}"
+    return None
 
 
 def _exact(value: float):
@@ -190,8 +216,18 @@ def check_params(resolved: ResolvedLoss, params: Mapping[str, float]) -> dict:
 
 
 def _jsonable(value: Any) -> Any:
+    """A default as JSON: numbers stay numbers, arrays and sequences become lists,
+    mappings dicts; anything else its ``repr``."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        arr = np.asarray(value)
+        if arr.dtype.kind in "biuf" and arr.size <= 64:
+            return arr.tolist()
     return repr(value)
 
 

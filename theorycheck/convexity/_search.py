@@ -36,6 +36,7 @@ __all__ = [
     "SearchOutcome",
     "recheck",
     "search",
+    "search_tokens",
 ]
 
 #: Largest V for the dense vmapped search; above it the Lanczos search runs.
@@ -125,30 +126,32 @@ def _relative(hs: np.ndarray):
 
 def _refine_fn(f, refine_steps):
     """Rayleigh-quotient descent from a batch of starts; per start the best point:
-    ``(lambda_min, ||H||, logits, eigenvector)`` (no second Hessian pass needed)."""
+    ``(lambda_min, ||H||, logits, eigenvector)`` (no second Hessian pass needed).
+    ``f(z, k, arrays)``: the sampled token and the array inputs are arguments, so one
+    compilation serves every ``k``."""
 
-    def rayleigh(z, u):
-        return jnp.dot(u, jax.jvp(jax.grad(f), (z,), (u,))[1])
+    def run(z, u, val, scale, k, arrs):
+        g_f = lambda x: f(x, k, arrs)  # noqa: E731
 
-    def step(carry, _):
-        z, u, best = carry
-        g = jax.grad(rayleigh)(z, u)
-        z = jnp.clip(z - 0.5 * g / (jnp.linalg.norm(g) + 1e-30), -40.0, 40.0)
-        w, s = jnp.linalg.eigh(jax.hessian(f)(z))
-        ok = jnp.isfinite(w[0]) & jnp.all(jnp.isfinite(w)) & (w[0] < best[0])
-        u = jnp.where(jnp.all(jnp.isfinite(s[:, 0])), s[:, 0], u)
-        new = (w[0], jnp.max(jnp.abs(w)), z, s[:, 0])
-        best = jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, best)
-        return (z, u, best), None
+        def rayleigh(x, w):
+            return jnp.dot(w, jax.jvp(jax.grad(g_f), (x,), (w,))[1])
 
-    @jax.jit
-    @jax.vmap
-    def refine(z, u, val, scale):
+        def step(carry, _):
+            x, w, best = carry
+            g = jax.grad(rayleigh)(x, w)
+            x = jnp.clip(x - 0.5 * g / (jnp.linalg.norm(g) + 1e-30), -40.0, 40.0)
+            lam, s = jnp.linalg.eigh(jax.hessian(g_f)(x))
+            ok = jnp.isfinite(lam[0]) & jnp.all(jnp.isfinite(lam)) & (lam[0] < best[0])
+            w = jnp.where(jnp.all(jnp.isfinite(s[:, 0])), s[:, 0], w)
+            new = (lam[0], jnp.max(jnp.abs(lam)), x, s[:, 0])
+            best = jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, best)
+            return (x, w, best), None
+
         init = (z, u, (val, scale, z, u))
         (_, _, best), _ = jax.lax.scan(step, init, None, length=refine_steps)
         return best
 
-    return refine
+    return jax.jit(jax.vmap(run, in_axes=(0, 0, 0, 0, None, None)))
 
 
 def search(
@@ -187,23 +190,88 @@ def search(
     Returns:
         A :class:`SearchOutcome`; ``found`` only after :func:`recheck` confirms.
     """
+    out = search_tokens(
+        loss,
+        vocab,
+        {sampled: inputs},
+        dynamic=False,
+        seed=seed,
+        num_starts=num_starts,
+        refine_steps=refine_steps,
+        tol=tol,
+        max_checks=max_checks,
+    )
+    return out[sampled]
+
+
+def _programs(loss, inputs, refine_steps: int, dynamic: bool, sampled: int):
+    """The jitted batched Hessian and descent, with ``k`` and the array inputs as
+    arguments (``dynamic``: one compilation serves every sampled token)."""
+    arrays = sorted(k for k, v in inputs.items() if np.ndim(v) > 0)
+    scalars = {k: v for k, v in inputs.items() if k not in arrays}
+
+    def f(z, k, arrs):
+        kk = k if dynamic else sampled
+        return loss(z, kk, **scalars, **dict(zip(arrays, arrs)))
+
+    hess = jax.jit(jax.vmap(jax.hessian(f), in_axes=(0, None, None)))
+    return arrays, f, hess, _refine_fn(f, refine_steps)
+
+
+def search_tokens(
+    loss,
+    vocab: int,
+    inputs_by_k,
+    *,
+    dynamic: bool,
+    seed: int = 0,
+    num_starts: int = 512,
+    refine_steps: int = 40,
+    tol: float = 1e-9,
+    max_checks: int = MAX_CHECKS,
+) -> dict[int, SearchOutcome]:
+    """:func:`search` at every sampled token in ``inputs_by_k`` (``k -> inputs``).
+
+    With ``dynamic`` (the loss takes a traced ``sampled``,
+    :func:`theorycheck.convexity._genericity.one_program`) one compilation per V
+    serves every ``k``; otherwise each ``k`` is compiled on its own.
+    """
+    out = {}
     if vocab > DENSE_SEARCH_MAX_VOCAB:
         starts = max(1, min(num_starts, LARGE_MAX_STARTS))
-        return _search_large(loss, vocab, sampled, inputs, seed, starts)
+        for k, inputs in inputs_by_k.items():
+            out[k] = _search_large(loss, vocab, k, inputs, seed, starts)
+        return out
+    compiled = None
+    for k, inputs in inputs_by_k.items():
+        if compiled is None or not dynamic:
+            compiled = _programs(loss, inputs, refine_steps, dynamic, k)
+        out[k] = _dense(
+            loss, compiled, vocab, k, inputs, seed, num_starts, refine_steps, tol,
+            max_checks,
+        )  # fmt: skip
+    return out
+
+
+def _dense(loss, compiled, vocab, sampled, inputs, seed, num_starts, refine_steps,
+           tol, max_checks) -> SearchOutcome:  # fmt: skip
+    arrays, f, hess, refine = compiled
     with jax.enable_x64(True):
-        f = _bind(loss, sampled, inputs)
-        hess = jax.jit(jax.vmap(jax.hessian(f)))
+        arrs = [jnp.asarray(inputs[a], jnp.float64) for a in arrays]
+        k = jnp.asarray(sampled, jnp.int32)
         zs = np.asarray(_starts(seed, vocab, sampled, num_starts), np.float64)
-        lam, scale, vecs = _relative(np.asarray(hess(jnp.asarray(zs))))
+        lam, scale, vecs = _relative(np.asarray(hess(jnp.asarray(zs), k, arrs)))
         rel = lam / scale
         order = np.argsort(rel)[:8]
         lam_r, scale_r, zs_r, vecs_r = (
             np.asarray(t)
-            for t in _refine_fn(f, refine_steps)(
+            for t in refine(
                 jnp.asarray(zs[order]),
                 jnp.asarray(vecs[order]),
                 jnp.asarray(lam[order]),
                 jnp.asarray(scale[order]),
+                k,
+                arrs,
             )
         )
         rel_r = lam_r / np.maximum(1.0, scale_r)

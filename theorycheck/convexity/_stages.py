@@ -17,18 +17,21 @@ import math
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from theorycheck._errors import BadInput
 from theorycheck.convexity import _search
 from theorycheck.convexity._budget import Deadline, StageTimeout
-from theorycheck.convexity._invariance import (
-    INVARIANCE_VOCABS,
-    program_text,
-    same_program,
-)
+from theorycheck.convexity._invariance import program_text_of, same_program
 from theorycheck.convexity._resolve import build_inputs, resolve
 from theorycheck.convexity._types import MethodResult, Scope, Stage, Status
 
+#: The V at which the program is traced for the all-V and all-token arguments (V = 2
+#: included: a scope "all V >= 2" needs the V = 2 program).
+GENERIC_VOCABS = (2, 3, 4, 5, 16)
+
 __all__ = [
+    "GENERIC_VOCABS",
     "StructureOutcome",
     "formal_stage",
     "invariance_stage",
@@ -37,6 +40,7 @@ __all__ = [
     "search_stage",
     "structure_stage",
     "switch_stage",
+    "withdraw",
 ]
 
 
@@ -54,13 +58,14 @@ class StructureOutcome:
     failed: bool = False
 
 
-def _structure_job(spec: str, params, sampled: int, timeout_ms: int):
+def _structure_job(spec: str, params, sampled: int, timeout_ms: int, dynamic: bool):
     """The structure stage, run in a separate process (module level: picklable)."""
+    from theorycheck.convexity._genericity import one_program
     from theorycheck.convexity._structural import analyse_structure
 
     resolved = resolve(spec)
     return analyse_structure(
-        resolved.loss,
+        one_program(resolved.loss) if dynamic else resolved.loss,
         sampled,
         lambda v: build_inputs(resolved, params, v, sampled).exact,
         timeout_ms=timeout_ms,
@@ -75,7 +80,13 @@ def timed_out_detail(budget: Deadline, factor: float) -> str:
 
 
 def structure_stage(
-    spec: str, params, sampled: int, budget: Deadline, timeout_ms: int, factor: float
+    spec: str,
+    params,
+    sampled: int,
+    budget: Deadline,
+    timeout_ms: int,
+    factor: float,
+    dynamic: bool = False,
 ) -> tuple[MethodResult, StructureOutcome]:
     """Structure theorem (every V) from the SymPy form derived from the JAX function.
 
@@ -87,7 +98,7 @@ def structure_stage(
 
     try:
         struct, derived = budget.run_in_process(
-            _structure_job, spec, params, sampled, timeout_ms
+            _structure_job, spec, params, sampled, timeout_ms, dynamic
         )
     except UnsupportedOperation as err:
         detail = f"unsupported operation: {err}; numeric only"
@@ -105,7 +116,10 @@ def structure_stage(
             "fill the index silently"
         ) from err
     except Exception as err:  # the translation of the user's code; numeric stages go on
-        detail = f"translation failed ({type(err).__name__}: {err}); numeric only"
+        detail = (
+            f"the symbolic derivation failed ({type(err).__name__} inside SymPy); "
+            "numeric only"
+        )
         rec = MethodResult("symbolic", Status.SKIPPED, detail, Stage.STRUCTURE)
         return rec, StructureOutcome({}, failed=True)
     status = Status(struct.status)
@@ -125,39 +139,101 @@ def structure_stage(
     return rec, out
 
 
-def invariance_stage(resolved, params, sampled: int) -> tuple[MethodResult, list[int]]:
-    """Traces the loss at :data:`INVARIANCE_VOCABS` and compares the programs.
+def _traces(resolved, params, vocabs):
+    """Closed jaxprs by V with ``sampled`` traced; static ``k = 0`` where the loss
+    branches on it in Python: ``(closed, dynamic, failure)``."""
+    from theorycheck.convexity import _genericity
+
+    built = {
+        v: build_inputs(resolved, params, v, 0, exact=False).numeric for v in vocabs
+    }
+    for dynamic in (True, False):
+        closed = {}
+        try:
+            for v in vocabs:
+                closed[v] = _genericity.trace(
+                    resolved.loss, v, built[v], dynamic=dynamic
+                )
+        except Exception as err:  # the user's function: narrows the scope
+            if dynamic:
+                continue
+            return closed, dynamic, (v, err)
+        return closed, dynamic, None
+    raise AssertionError("unreachable")
+
+
+def invariance_stage(resolved, params):
+    """Traces the loss at :data:`GENERIC_VOCABS` with ``sampled`` traced, compares
+    the programs and reads the two extension arguments
+    (:mod:`theorycheck.convexity._genericity`).
 
     Returns:
-        The record (``confirmed``: one program up to V) and the V that differ.
+        ``(records, differ, genericity)``: the ``vocab invariance`` record
+        (``confirmed``: one formula for every V), the ``sampled tokens`` record
+        (``confirmed``: equivariant under relabelling the tokens), the V whose
+        program differs, and the :class:`~theorycheck.convexity._genericity.
+        Genericity`.
     """
-    vocabs = INVARIANCE_VOCABS
-    texts = {}
-    for v in vocabs:
-        inputs = build_inputs(resolved, params, v, sampled, exact=False).numeric
-        try:
-            texts[v] = program_text(resolved.loss, v, sampled, inputs)
-        except Exception as err:  # the user's function: any failure narrows the scope
-            detail = f"tracing at V = {v} raised {type(err).__name__}: {err}"
-            rec = MethodResult(
-                "vocab invariance", Status.UNKNOWN, detail, Stage.INVARIANCE
-            )
-            return rec, [v]
-    differ = same_program(texts)
-    listed = ", ".join(map(str, vocabs))
-    if not differ:
-        detail = f"the jaxprs at V = {listed} are one program up to the vocabulary size"
-        return MethodResult(
-            "vocab invariance", Status.CONFIRMED, detail, Stage.INVARIANCE
-        ), []
-    detail = (
-        f"the jaxpr at V = {', '.join(map(str, differ))} is not the V = {vocabs[0]} "
-        "program up to the vocabulary size (the code depends on V): no claim for "
-        "every V, only for the V decided"
+    from theorycheck.convexity import _genericity
+
+    vocabs = GENERIC_VOCABS
+    closed, dynamic, failure = _traces(resolved, params, vocabs)
+    arrays = tuple(
+        k
+        for k, v in build_inputs(resolved, params, 3, 0, exact=False).numeric.items()
+        if np.ndim(v) > 0
     )
-    return MethodResult(
-        "vocab invariance", Status.UNKNOWN, detail, Stage.INVARIANCE
-    ), differ
+    if failure is not None:
+        v, err = failure
+        detail = f"tracing at V = {v} raised {type(err).__name__}: {err}"
+        gen = _genericity.Genericity(False, False, False, detail, detail)
+        recs = [
+            MethodResult("vocab invariance", Status.UNKNOWN, detail, Stage.INVARIANCE),
+            MethodResult("sampled tokens", Status.UNKNOWN, detail, Stage.TOKENS),
+        ]
+        return recs, [v], gen
+    texts = {v: program_text_of(c) for v, c in closed.items()}
+    differ = same_program(texts)
+    gen = _genericity.analyse(closed, arrays, dynamic=dynamic, same=not differ)
+    listed = ", ".join(map(str, vocabs))
+    if not differ and gen.uniform:
+        detail = (
+            f"the jaxprs at V = {listed} are one program up to the vocabulary size, "
+            "and no value in it depends on V but through the number of tokens"
+        )
+        vrec = MethodResult(
+            "vocab invariance", Status.CONFIRMED, detail, Stage.INVARIANCE
+        )
+    elif differ:
+        detail = (
+            f"the jaxpr at V = {', '.join(map(str, differ))} is not the V = "
+            f"{vocabs[0]} program up to the vocabulary size (the code depends on V): "
+            "no claim for every V, only for the V decided"
+        )
+        vrec = MethodResult(
+            "vocab invariance", Status.UNKNOWN, detail, Stage.INVARIANCE
+        )
+    else:
+        detail = (
+            f"one program at V = {listed}, but its formula depends on V "
+            f"({gen.why_v}): no claim for every V, only for the V decided"
+        )
+        vrec = MethodResult(
+            "vocab invariance", Status.UNKNOWN, detail, Stage.INVARIANCE
+        )
+    if gen.equivariant:
+        detail = (
+            "traced with sampled as an argument, the program is equivariant under "
+            "relabelling the tokens: the verdict at k = 0 holds for every k"
+        )
+        krec = MethodResult("sampled tokens", Status.CONFIRMED, detail, Stage.TOKENS)
+    else:
+        detail = (
+            f"not shown equivariant under relabelling the tokens ({gen.why_k}): "
+            "the verdict covers the sampled tokens checked"
+        )
+        krec = MethodResult("sampled tokens", Status.UNKNOWN, detail, Stage.TOKENS)
+    return [vrec, krec], differ, gen
 
 
 def _counterexample(logits, u, curvature, vocab, sampled, params) -> dict[str, Any]:
@@ -171,16 +247,28 @@ def _counterexample(logits, u, curvature, vocab, sampled, params) -> dict[str, A
     }
 
 
-def recheck_stage(loss, logits, u, inputs, where: str) -> MethodResult:
+#: Both float64 routes above this: positive curvature, never a counterexample.
+POSITIVE_CURVATURE = 1e-10
+
+
+def recheck_stage(
+    loss, logits, u, inputs, where: str, sampled: int = 0
+) -> MethodResult:
     """Float64 re-check of ``uᵀHu`` by autodiff (HVP) and a frozen second difference.
 
     The record's detail carries both values; ``counterexample`` is not set here (the
-    refuting record carries it, with the autodiff value).
+    refuting record carries it, with the autodiff value). ``counterexample["positive"]``
+    is True when both routes see positive curvature (above
+    :data:`POSITIVE_CURVATURE`): the caller then withdraws the refutation.
     """
-    check = _search.recheck(loss, logits, 0, inputs, u)
+    check = _search.recheck(loss, logits, sampled, inputs, u)
     curv, fd = check.autodiff, check.frozen_fd
+    positive = curv > POSITIVE_CURVATURE and fd is not None and fd > POSITIVE_CURVATURE
     if check.confirmed:
         status, why = Status.CONFIRMED, ""
+    elif positive:
+        status, why = Status.UNCONFIRMED, " (positive curvature in both routes: "
+        why += "not a counterexample)"
     elif curv < 0:
         status, why = Status.UNCONFIRMED, " (autodiff only: finite differences "
         why += "cannot resolve it)"
@@ -197,7 +285,20 @@ def recheck_stage(loss, logits, u, inputs, where: str) -> MethodResult:
         status,
         detail,
         Stage.RECHECK,
-        counterexample={"curvature": curv},
+        counterexample={"curvature": curv, "positive": positive},
+    )
+
+
+def withdraw(rec: MethodResult, why: str) -> MethodResult:
+    """``rec`` without its refutation (its counterexample did not re-check)."""
+    return dataclasses.replace(
+        rec,
+        status=Status.UNKNOWN,
+        detail=f"{rec.detail}; {why}: the refutation is withdrawn",
+        scope=Scope(),
+        decided=Scope(),
+        counterexample=None,
+        condition=None,
     )
 
 
@@ -206,12 +307,15 @@ def attach(rec: MethodResult, ce: dict[str, Any]) -> MethodResult:
     return dataclasses.replace(rec, counterexample=ce)
 
 
-def formal_stage(derive_fn, v: int, budget: Deadline, timeout_ms: int, timed_out: str):
-    """z3 at one V: ``(record, FormalOutcome | None)``; the scope is ``{v}``."""
+def formal_stage(
+    derive_fn, v: int, budget: Deadline, timeout_ms: int, timed_out: str, k: int = 0
+):
+    """z3 at one V and sampled token: ``(record, FormalOutcome | None)``; the scope
+    is ``{v}``, the tokens ``{k}``."""
     from theorycheck.bridge import UnsupportedOperation
     from theorycheck.convexity._formal_stage import formal_psd
 
-    name = f"z3 V={v}"
+    name = f"z3 V={v}" + (f" k={k}" if k else "")
     if v > 5:
         detail = "formal stage runs for V <= 5"
         return MethodResult(name, Status.SKIPPED, detail, Stage.FORMAL), None
@@ -221,9 +325,16 @@ def formal_stage(derive_fn, v: int, budget: Deadline, timeout_ms: int, timed_out
         return MethodResult(name, Status.SKIPPED, str(err), Stage.FORMAL), None
     except StageTimeout:
         return MethodResult(name, Status.UNKNOWN, timed_out, Stage.FORMAL), None
+    except BadInput:
+        raise
+    except Exception as err:  # SymPy or z3 inside the translation: never to the user
+        detail = f"the symbolic derivation failed ({type(err).__name__} inside SymPy)"
+        return MethodResult(name, Status.SKIPPED, detail, Stage.FORMAL), None
     status = Status(out.status)
     scope = Scope.of(v) if status in (Status.PROVED, Status.REFUTED) else Scope()
-    rec = MethodResult(name, status, out.detail, Stage.FORMAL, scope, scope)
+    rec = MethodResult(
+        name, status, out.detail, Stage.FORMAL, scope, scope, tokens=frozenset({k})
+    )
     return rec, out
 
 
@@ -239,27 +350,51 @@ def formal_counterexample(out, v: int) -> tuple[list[float], list[float], dict]:
     return logits, u, exact
 
 
-def search_stage(loss, vocabs, sampled, inputs_by_v, params, *, seed, num_starts):
-    """The numeric search at each V; refuted at the first V with a confirmed hit."""
-    total, found = 0, None
+def search_stage(
+    loss, vocabs, tokens_fn, inputs_fn, params, *, seed, num_starts, dynamic=False
+):
+    """The numeric search at each V and each of its sampled tokens; refuted at the
+    first (V, k) with a confirmed hit (the V after it are not searched).
+
+    Args:
+        tokens_fn: ``V -> the sampled tokens to search``.
+        inputs_fn: ``(V, k) -> numeric inputs``.
+        dynamic: the loss takes a traced ``sampled`` (one compilation per V).
+    """
+    total, found, searched = 0, None, set()
     for v in sorted(vocabs):
-        out = _search.search(
-            loss, v, sampled, inputs_by_v[v], seed=seed + v, num_starts=num_starts
+        if found is not None:  # one confirmed counterexample decides not_convex
+            break
+        ks = tokens_fn(v)
+        searched |= set(ks)
+        outs = _search.search_tokens(
+            loss,
+            v,
+            {k: inputs_fn(v, k) for k in ks},
+            dynamic=dynamic,
+            seed=seed + v,
+            num_starts=num_starts,
         )
-        total += out.num_samples
-        if out.found and found is None:
-            found = (v, out)
+        for k, out in outs.items():
+            total += out.num_samples
+            if out.found and found is None:
+                found = (v, k, out)
     if found is None:
         detail = f"no counterexample found ({total} samples)"
         return MethodResult(
-            "numeric search", Status.UNKNOWN, detail, Stage.SEARCH, samples=total
+            "numeric search",
+            Status.UNKNOWN,
+            detail,
+            Stage.SEARCH,
+            samples=total,
+            tokens=frozenset(searched),
         )
-    v, out = found
+    v, k, out = found
     detail = (
         f"u^T H u = {out.curvature:.6g} (autodiff), {out.curvature_fd:.6g} (frozen "
-        f"finite differences) at V = {v}"
+        f"finite differences) at V = {v}, k = {k}"
     )
-    ce = _counterexample(out.logits, out.direction, out.curvature, v, sampled, params)
+    ce = _counterexample(out.logits, out.direction, out.curvature, v, k, params)
     return MethodResult(
         "numeric search",
         Status.REFUTED,
@@ -269,6 +404,7 @@ def search_stage(loss, vocabs, sampled, inputs_by_v, params, *, seed, num_starts
         Scope.of(v),
         counterexample=ce,
         samples=total,
+        tokens=frozenset({k}),
     )
 
 

@@ -13,7 +13,16 @@ import enum
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["Family", "MethodResult", "Scope", "Stage", "Status", "Verdict"]
+__all__ = [
+    "Family",
+    "MethodResult",
+    "Scope",
+    "Stage",
+    "Status",
+    "Verdict",
+    "scope_text",
+    "tokens_text",
+]
 
 
 class Verdict(enum.StrEnum):
@@ -54,6 +63,8 @@ class Stage(enum.StrEnum):
     SEARCH = "search"
     RECHECK = "recheck"
     INVARIANCE = "invariance"
+    #: relabelling the tokens: one verdict for every sampled token
+    TOKENS = "tokens"
     KINKS = "kinks"
     NOTE = "note"
     CONSISTENCY = "consistency"
@@ -123,6 +134,52 @@ def _join(values: Iterable[int]) -> str:
     return ", ".join(map(str, values))
 
 
+def tokens_text(tokens: frozenset[int] | None, vocab: Scope | None = None) -> str:
+    """``every sampled token``, ``sampled token k = 0``, ``sampled tokens k in {0,
+    2}``; a finite ``vocab`` whose every token is listed reads as every token.
+
+    Examples:
+        >>> tokens_text(None), tokens_text(frozenset({0}))
+        ('every sampled token', 'sampled token k = 0')
+        >>> tokens_text(frozenset({0, 1, 2}), Scope.of(3))
+        'every sampled token'
+    """
+    if tokens is None:
+        return "every sampled token"
+    if vocab is not None and vocab.from_v is None and vocab.at:
+        if all(set(range(v)) <= tokens for v in vocab.at):
+            return "every sampled token"
+    listed = sorted(tokens)
+    if len(listed) == 1:
+        return f"sampled token k = {listed[0]}"
+    return f"sampled tokens k in {{{_join(listed)}}}"
+
+
+def scope_text(pieces: Iterable[tuple[Scope, frozenset[int] | None]]) -> str:
+    """The pieces ``(V scope, tokens)`` of a verdict's scope as one line: pieces with
+    the same V are merged (their tokens joined), then pieces with the same tokens
+    (their V joined).
+
+    Examples:
+        >>> scope_text([(Scope.every(2), None)])
+        'all V >= 2, every sampled token'
+        >>> scope_text([(Scope.of(3), frozenset({0})), (Scope.of(3), frozenset({2}))])
+        'V = 3, sampled tokens k in {0, 2}'
+    """
+    by_v: dict[Scope, frozenset[int] | None] = {}
+    for scope, tokens in pieces:
+        if scope in by_v:
+            old = by_v[scope]
+            by_v[scope] = None if old is None or tokens is None else old | tokens
+        else:
+            by_v[scope] = tokens
+    by_t: dict[frozenset[int] | None, Scope] = {}
+    for scope, tokens in by_v.items():
+        by_t[tokens] = by_t[tokens].union(scope) if tokens in by_t else scope
+    parts = [f"{s}, {tokens_text(t, s)}" for t, s in by_t.items()]
+    return "; ".join(parts) if parts else "no V"
+
+
 @dataclasses.dataclass(frozen=True)
 class MethodResult:
     """One stage's outcome.
@@ -139,6 +196,9 @@ class MethodResult:
         counterexample: a re-checked counterexample (JSON-ready), when refuted.
         condition: the exact convex region, when known (structure stage).
         samples: points examined (search stage).
+        tokens: the sampled tokens ``k`` the record decided (``None``: every token;
+            the combiner extends ``{0}`` to every token only beside a confirmed
+            ``tokens`` record, the relabelling argument).
     """
 
     method: str
@@ -150,6 +210,7 @@ class MethodResult:
     counterexample: dict[str, Any] | None = None
     condition: str | None = None
     samples: int = 0
+    tokens: frozenset[int] | None = frozenset({0})
 
     def to_json(self) -> dict[str, str]:
         return {
