@@ -1,0 +1,30 @@
+"""PyTorch losses for the convexity checker and ``coefficient``: a translation of the
+traced ATen graph into JAX (the formula the bridge reads), gated against torch
+autograd in float64 before any verdict.
+
+Importing this package does not import torch; :func:`load` does (and says how to
+install it when it is missing).
+"""
+
+from theorycheck.torchfront._coefficient import compare_rule, torch_coefficient
+from theorycheck.torchfront._front import (
+    GATE_REPORTS,
+    INSTALL_HINT,
+    TorchLoss,
+    command_spec,
+    imports_torch,
+    load,
+    split_function,
+)
+
+__all__ = [
+    "GATE_REPORTS",
+    "INSTALL_HINT",
+    "TorchLoss",
+    "command_spec",
+    "compare_rule",
+    "imports_torch",
+    "load",
+    "split_function",
+    "torch_coefficient",
+]
