@@ -112,13 +112,12 @@ def torch_coefficient(
         ``{"loss", "form", "coefficient", "params"}``.
     """
     loss, c_of = _c_function(Path(path), func, params)
-    c = c_of(p, q, adv)
-    return {
-        "loss": loss.name,
-        "form": loss.form,
-        "coefficient": c,
-        "params": {k: v for k, v in loss.defaults.items() if _plain(v)},
-    }
+    c = c_of(p, q, adv) + 0.0  # no -0
+    used = {k: v for k, v in loss.defaults.items() if _plain(v)}
+    used.update(params)
+    for key in ("adv", "q", "behavior_logp"):  # given by --adv, --q
+        used.pop(key, None)
+    return {"loss": loss.name, "form": loss.form, "coefficient": c, "params": used}
 
 
 def _plain(v: Any) -> bool:
