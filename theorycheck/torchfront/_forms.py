@@ -93,7 +93,7 @@ def logits_loss(
     def build(vocab, sampled, static, names, shapes, values):
         def reference(z, *arrays):
             kwargs = {**static, **dict(zip(names, arrays))}
-            return pick_loss(fn(z, sampled, **kwargs), name).reshape(())
+            return pick_loss(fn(z, sampled, **kwargs), name)
 
         translation = trace(
             reference,
@@ -199,7 +199,7 @@ def _verl_reference(fn, name, params, values, reads):
             )
         except MissingKey as err:
             raise BadInput(f"{name}: {err}") from None
-        return pick_loss(out, name).reshape(())
+        return pick_loss(out, name)
 
     return reference
 
