@@ -32,8 +32,10 @@ VERL_TO_RULE = {
 }
 #: the vocabulary of the logits form's coefficient point.
 VOCAB = 4
-#: p of the comparison grid.
-GRID = np.concatenate([np.geomspace(1e-3, 0.05, 12), np.linspace(0.06, 0.99, 94)])
+#: p of the comparison grid: 106 geometric steps from 0.001 to 0.99, none of them a
+#: round number, so that r = p/q does not land exactly on a clip boundary (a tie,
+#: where torch.minimum splits the gradient and the registry keeps the token).
+GRID = np.geomspace(1e-3, 0.99, 106)
 
 
 def _verl_c(loss, p: float, q: float, adv: float) -> float:
@@ -178,11 +180,11 @@ def compare_rule(
 ) -> dict[str, Any]:
     """Does the PyTorch loss have the coefficient of registry rule ``rule``?
 
-    At (p, q, adv) and on a grid of p (``GRID``, 106 values in [0.001, 0.99]) at the
-    same q for both signs of the advantage (±|adv|, ±1 when adv = 0), equality
-    within ``1e-9 (1 + |c|)``. The rule gets its defaults, with the ``--set`` values
-    of its own keys (verl's ``clip_ratio_low``/``high``/``c`` read as ``eps_low``,
-    ``eps_high``, ``kappa``).
+    At (p, q, adv) and on a grid of p (``GRID``, 106 geometric values in
+    [0.001, 0.99]) at the same q for both signs of the advantage (+-|adv|, +-1 when
+    adv = 0), equality within ``1e-9 (1 + |c|)``. The rule gets its defaults, with
+    the ``--set`` values of its own keys (verl's ``clip_ratio_low``/``high``/``c``
+    read as ``eps_low``, ``eps_high``, ``kappa``).
 
     Returns:
         ``{"rule", "rule_params", "coefficient", "equal", "grid_points",
