@@ -167,9 +167,8 @@ def _torch_gate_record(result) -> None:
     import sys
 
     front = sys.modules.get("theorycheck.torchfront")
-    if front is not None and front.GATE_REPORTS:
-        texts = sorted(set(front.GATE_REPORTS))
-        detail = f"{len(front.GATE_REPORTS)} translated programs; " + "; ".join(texts)
+    detail = front.gate_summary() if front is not None else None
+    if detail is not None:
         result.methods.insert(
             0, {"method": "torch gate", "status": "confirmed", "detail": detail}
         )

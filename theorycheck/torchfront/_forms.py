@@ -45,7 +45,7 @@ def _gated(name, translation, reference, lines, *, wrt, labels):
         )
 
     report = _front.outside_trace(run)
-    _front.GATE_REPORTS.append(report.text())
+    _front.GATE_REPORTS.append(report)
     return translation
 
 
