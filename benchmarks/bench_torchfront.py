@@ -8,7 +8,8 @@ of example losses, alternating torch and JAX back to back ``--repeats`` times:
 each and the torch ÷ JAX ratio (target ≤ 2), with the 1-minute load average around
 every run. Both verdicts must agree (checked here).
 
-    python benchmarks/bench_torchfront.py --json-out benchmarks/results/bench_torchfront.json
+    python benchmarks/bench_torchfront.py \
+        --json-out benchmarks/results/bench_torchfront.json
 """
 
 from __future__ import annotations
