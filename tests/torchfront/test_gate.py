@@ -128,3 +128,15 @@ def test_spec_suffix_round_trip():
         "verl",
         {"clip_ratio_high": 0.28},
     )
+
+
+def test_torch_ties_at_the_clip_boundary_give_the_strict_coefficient():
+    """docs/losses.md reads PyTorch's source: at r = 1 + eps exactly, maximum splits
+    the gradient 1/2 : 1/2 and clamp passes 1 at its bound, so dL/dr = -A (c = r A).
+    Executed here with the CPU build."""
+    for adv in (1.0, 2.5):
+        r = torch.tensor(1.2, dtype=torch.float64, requires_grad=True)
+        a = torch.tensor(adv, dtype=torch.float64)
+        loss = torch.maximum(-a * r, -a * torch.clamp(r, 0.8, 1.2))
+        (grad,) = torch.autograd.grad(loss, r)
+        assert float(grad) == -adv
