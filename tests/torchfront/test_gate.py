@@ -140,3 +140,10 @@ def test_torch_ties_at_the_clip_boundary_give_the_strict_coefficient():
         loss = torch.maximum(-a * r, -a * torch.clamp(r, 0.8, 1.2))
         (grad,) = torch.autograd.grad(loss, r)
         assert float(grad) == -adv
+
+
+def test_a_default_dtype_constant_is_float64_everywhere():
+    _, value, _ = _call("default_dtype_constant", adv=1.0)
+    z = np.array([0.3, -0.2, 0.1, 0.5])
+    logp = z[0] - np.log(np.sum(np.exp(z)))
+    assert value == pytest.approx(-0.2 * logp, rel=1e-14)

@@ -113,8 +113,11 @@ def torch_coefficient(
     Returns:
         ``{"loss", "form", "coefficient", "params"}``.
     """
+    from theorycheck.torchfront._trace import float64_default
+
     loss, c_of = _c_function(Path(path), func, params)
-    c = c_of(p, q, adv) + 0.0  # no -0
+    with float64_default():
+        c = c_of(p, q, adv) + 0.0  # no -0
     used = {k: v for k, v in loss.defaults.items() if _plain(v)}
     used.update(params)
     for key in ("adv", "q", "behavior_logp"):  # given by --adv, --q
@@ -191,9 +194,15 @@ def compare_rule(
         "differ", "regions"}``.
     """
     from theorycheck.torchfront._front import split_function
+    from theorycheck.torchfront._trace import float64_default
 
     _, _, config = split_function(func)
-    _, c_torch = _c_function(Path(path), func, params)
+    _, c_of = _c_function(Path(path), func, params)
+
+    def c_torch(*point):
+        with float64_default():
+            return c_of(*point)
+
     c_rule, rule_params = _rule_c(rule, {**config, **params})
     here = c_rule(p, q, adv)
     mine = c_torch(p, q, adv)

@@ -104,6 +104,13 @@ def boundary_points(translation, lines: Sequence) -> tuple[list, int]:
 
 
 def _torch_value_grad(fn: Callable, inputs, wrt: int):
+    from theorycheck.torchfront._trace import float64_default
+
+    with float64_default():
+        return _value_grad(fn, inputs, wrt)
+
+
+def _value_grad(fn: Callable, inputs, wrt: int):
     tensors = [torch.tensor(np.asarray(x), dtype=torch.float64) for x in inputs]
     tensors[wrt].requires_grad_(True)
     out = fn(*tensors)

@@ -10,8 +10,9 @@ file. The traced function returns the loss only: a tuple's first element, the re
 
 from __future__ import annotations
 
+import contextlib
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import torch
@@ -56,6 +57,18 @@ def check_output(loss: torch.Tensor, name: str) -> None:
         )
 
 
+@contextlib.contextmanager
+def float64_default() -> Iterator[None]:
+    """torch's default dtype float64 (``torch.tensor(0.2)`` in a loss is then the
+    float64 0.2 in the trace, the gate and the coefficient alike)."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
 def _where(err: BaseException, user_file: Path | None) -> str:
     frames = traceback.extract_tb(err.__traceback__)
     if user_file is not None:
@@ -97,10 +110,9 @@ def trace(
         return loss.reshape(())
 
     examples = [torch.zeros(s, dtype=torch.float64) for s in shapes]
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
     try:
-        gm = make_fx(loss_only, pre_dispatch=True, tracing_mode="fake")(*examples)
+        with float64_default():
+            gm = make_fx(loss_only, pre_dispatch=True, tracing_mode="fake")(*examples)
         return Translation(gm, naive=naive)
     except BadInput:
         raise
@@ -114,5 +126,3 @@ def trace(
                 "write it with torch.where"
             ) from None
         raise
-    finally:
-        torch.set_default_dtype(previous)
