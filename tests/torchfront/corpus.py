@@ -168,3 +168,16 @@ def unknown_config(
 def default_dtype_constant(logits, sampled, adv=1.0):
     """torch.tensor(0.2) with the default dtype: float64 in the trace and the gate."""
     return -adv * torch.tensor(0.2) * torch.log_softmax(logits, -1)[sampled]
+
+
+def unused_mask_verl(
+    old_log_prob,
+    log_prob,
+    advantages,
+    response_mask,
+    loss_agg_mode="token-mean",
+    config=None,
+    rollout_is_weights=None,
+):
+    """Ignores old_log_prob and the mask: REINFORCE (registry: pg)."""
+    return -(advantages * log_prob).sum()

@@ -14,7 +14,7 @@ from theorycheck._errors import BadInput
 torch = pytest.importorskip("torch")
 
 from theorycheck import torchfront  # noqa: E402
-from theorycheck.torchfront import _front  # noqa: E402
+from theorycheck.torchfront import _front, _gate  # noqa: E402
 
 CORPUS = Path(__file__).with_name("corpus.py")
 V = 4
@@ -100,7 +100,7 @@ def test_the_gate_probes_both_sides_of_every_clip_boundary():
     _front.GATE_REPORTS.clear()
     _call("ppo_verl[verl]", adv=1.0, behavior_logp=_mu())
     (report,) = _front.GATE_REPORTS
-    assert report.boundaries >= 8 * 2 and report.points > 8 * 61
+    assert report.boundaries >= 8 * 2 and report.points > 8 * len(_gate.SWEEP)
 
 
 def test_signature_forms_are_checked():
@@ -147,3 +147,14 @@ def test_a_default_dtype_constant_is_float64_everywhere():
     z = np.array([0.3, -0.2, 0.1, 0.5])
     logp = z[0] - np.log(np.sum(np.exp(z)))
     assert value == pytest.approx(-0.2 * logp, rel=1e-14)
+
+
+def test_inputs_the_loss_ignores_keep_their_places_and_it_pickles():
+    import pickle
+
+    loss, value, grad = _call("unused_mask_verl[verl]", adv=2.0, behavior_logp=_mu())
+    z = np.array([0.3, -0.2, 0.1, 0.5])
+    pi = np.exp(z - np.log(np.sum(np.exp(z))))
+    assert value == pytest.approx(-2.0 * np.log(pi[0]), rel=1e-13)
+    program = pickle.loads(pickle.dumps(_front.GATE_REPORTS[-1]))
+    assert program.points > 0

@@ -38,9 +38,9 @@ GRAD_RTOL = 1e-8
 #: the sweep of each line: dense near 0, out to +-40 (past the +-20 log-ratio guard).
 SWEEP = np.concatenate(
     [
-        -np.geomspace(40, 0.02, 20),
-        np.linspace(-0.5, 0.5, 21),
-        np.geomspace(0.02, 40, 20),
+        -np.geomspace(40, 0.02, 13),
+        np.linspace(-0.5, 0.5, 15),
+        np.geomspace(0.02, 40, 13),
     ]
 )
 
@@ -82,25 +82,36 @@ def boundary_points(translation, lines: Sequence) -> tuple[list, int]:
         boundaries were located.
     """
     sides = jax.jit(jax.vmap(translation.switches))
-    points, count = [], 0
-    for line in lines:
+    n_lines, n = len(lines), len(SWEEP)
+
+    def at(ts: np.ndarray) -> np.ndarray:  # ts: (lines, m) -> sides (lines, m, k)
         with jax.enable_x64(True):
-            at = np.asarray(sides(*_on_line(line, SWEEP)))
-        flips = np.flatnonzero(np.any(at[1:] != at[:-1], axis=1))
-        lo, hi = SWEEP[:-1].copy(), SWEEP[1:].copy()
-        for _ in range(45):  # all intervals at once: one batch per step
-            mid = 0.5 * (lo + hi)
-            with jax.enable_x64(True):
-                same = np.all(np.asarray(sides(*_on_line(line, mid))) == at[:-1], 1)
-            lo, hi = np.where(same, mid, lo), np.where(same, hi, mid)
+            out = np.asarray(sides(*_stack(lines, ts)))
+        return out.reshape(n_lines, ts.shape[1], -1)
+
+    grid = at(np.tile(SWEEP, (n_lines, 1)))
+    flips = np.any(grid[:, 1:] != grid[:, :-1], axis=2)
+    lo, hi = np.tile(SWEEP[:-1], (n_lines, 1)), np.tile(SWEEP[1:], (n_lines, 1))
+    for _ in range(40):  # every interval of every line at once: one batch a step
+        mid = 0.5 * (lo + hi)
+        same = np.all(at(mid) == grid[:, :-1], axis=2)
+        lo, hi = np.where(same, mid, lo), np.where(same, hi, mid)
+    points = []
+    for i, line in enumerate(lines):
         ts = [SWEEP]
-        for i in flips:
-            step = 1e-6 * max(1.0, abs(lo[i]))
-            ts.append(np.array([lo[i] - step, hi[i] + step]))
-        count += len(flips)
+        for j in np.flatnonzero(flips[i]):
+            step = 1e-6 * max(1.0, abs(lo[i, j]))
+            ts.append(np.array([lo[i, j] - step, hi[i, j] + step]))
         stacked = _on_line(line, np.concatenate(ts))
-        points += [tuple(s[j] for s in stacked) for j in range(len(stacked[0]))]
-    return points, count
+        points += [tuple(x[m] for x in stacked) for m in range(len(stacked[0]))]
+    assert n == grid.shape[1]
+    return points, int(flips.sum())
+
+
+def _stack(lines, ts: np.ndarray) -> list[np.ndarray]:
+    """The inputs at ``ts[i]`` on line ``i``, all lines in one batch."""
+    parts = [_on_line(line, ts[i]) for i, line in enumerate(lines)]
+    return [np.concatenate([p[j] for p in parts]) for j in range(len(parts[0]))]
 
 
 def _torch_value_grad(fn: Callable, inputs, wrt: int):

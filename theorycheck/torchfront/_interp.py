@@ -29,7 +29,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import torch
 
 #: base names of ATen operations that draw random numbers.
 RANDOM_OPS = frozenset(
@@ -60,17 +59,38 @@ def op_name(target: Any) -> str:
     return schema.name.split("::")[-1]
 
 
+class DType:
+    """A torch dtype without torch: its name and kind (``b``, ``f``, ``i``, ``c``)."""
+
+    def __init__(self, name: str, kind: str) -> None:
+        self.name, self.kind = name, kind
+
+    @property
+    def is_floating_point(self) -> bool:
+        return self.kind == "f"
+
+    def __repr__(self) -> str:
+        return self.name
+
+
 def _dtype(dt):
     """torch dtype -> the JAX dtype of the translation (floats are float64)."""
     if dt is None:
         return None
-    if dt == torch.bool:
+    if dt.kind == "b":
         return jnp.bool_
-    if dt.is_floating_point:
+    if dt.kind == "f":
         return jnp.float64
-    if dt.is_complex:
+    if dt.kind == "c":
         raise Untranslatable(f"a complex tensor ({dt})")
     return jnp.int64
+
+
+class Ref:
+    """The value of step ``index`` (a node of the graph)."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
 
 
 def _axes(dim, ndim):
@@ -358,7 +378,7 @@ def _cast(x, dtype, name: str):
     target = dtype
     x = jnp.asarray(x)
     if target.is_floating_point:
-        if x.dtype == jnp.float64 and target != torch.float64:
+        if x.dtype == jnp.float64 and target.name != "torch.float64":
             raise Untranslatable(
                 f"a cast to {target} (aten.{name}): theorycheck checks losses in "
                 "float64; remove the cast"
@@ -370,68 +390,50 @@ def _cast(x, dtype, name: str):
 class Translation:
     """A JAX function of the graph's inputs (in placeholder order).
 
+    Built from the graph (torch needed), it keeps only torch-free steps: it pickles,
+    and runs where torch is not imported (the structure stage's worker process).
+
     Attributes:
         constructs: what the traced code used that changes gradients (``detach``,
             ``no_grad``, ``.item()``), for the gate's messages.
     """
 
-    def __init__(self, gm: torch.fx.GraphModule, *, naive: bool = False) -> None:
-        self.gm = gm
+    def __init__(self, gm, *, naive: bool = False) -> None:
+        import torch
+
         self.naive = naive
-        self.nodes = list(gm.graph.nodes)
-        self.placeholders = [n for n in self.nodes if n.op == "placeholder"]
-        self.output = next(n for n in self.nodes if n.op == "output")
-        self.needed = self._needed()
+        nodes = list(gm.graph.nodes)
+        output = next(n for n in nodes if n.op == "output")
+        needed = _needed(output)
         self.constructs: list[str] = []
-        self._check()
-
-    def _needed(self) -> set:
-        need, stack = set(), [self.output]
-        while stack:
-            node = stack.pop()
-            if node in need:
+        _check(nodes, needed, self.constructs)
+        index = {n: i for i, n in enumerate(nodes)}
+        self.steps: list[tuple] = []
+        for node in nodes:
+            if node.op == "call_function" and node.target is torch._C._set_grad_enabled:
+                self.steps.append(("grad", bool(node.args[0])))
+            elif node.op == "placeholder":  # every input, used or not (order)
+                self.steps.append(("in", index[node]))
+            elif node not in needed:
                 continue
-            need.add(node)
-            stack.extend(node.all_input_nodes)
-        return need
-
-    def _check(self) -> None:
-        """Refusals that do not need values: in-place, randomness, devices, dtypes."""
-        grad = True
-        for node in self.nodes:
-            if node.op != "call_function":
-                continue
-            if node.target is torch._C._set_grad_enabled:
-                grad = bool(node.args[0])
-                continue
-            name = op_name(node.target)
-            schema = getattr(node.target, "_schema", None)
-            mutable = schema is not None and schema.is_mutable
-            fresh = name == "detach_" and op_name(
-                getattr(node.args[0], "target", None)
-            ) in ("lift_fresh_copy", "lift_fresh")
-            if mutable and not fresh:
-                raise Untranslatable(f"an in-place update (aten.{name})")
-            if node not in self.needed:
-                continue
-            if name in RANDOM_OPS:
-                raise Untranslatable(f"randomness (aten.{name})")
-            self._check_meta(node, name)
-            if name in ("detach", "detach_") and "detach" not in self.constructs:
-                self.constructs.append("detach")
-            if name in ("item", "_local_scalar_dense") and ".item()" not in (
-                self.constructs
-            ):
-                self.constructs.append(".item()")
-            if not grad and "torch.no_grad()" not in self.constructs:
-                self.constructs.append("torch.no_grad()")
-
-    @staticmethod
-    def _check_meta(node, name: str) -> None:
-        val = node.meta.get("val")
-        device = getattr(val, "device", None)
-        if device is not None and device.type != "cpu":
-            raise Untranslatable(f"a tensor on device {device} (aten.{name})")
+            elif node.op == "output":
+                self.steps.append(("out", _template(node.args[0], index)))
+            elif node.op == "get_attr":
+                const = _constant(getattr(gm, node.target))
+                self.steps.append(("const", index[node], const))
+            else:
+                name = (
+                    "getitem"
+                    if node.target is operator.getitem
+                    else op_name(node.target)
+                )
+                args = _template(list(node.args), index)
+                kwargs = {
+                    k: _template(v, index)
+                    for k, v in node.kwargs.items()
+                    if k not in ("device", "layout", "pin_memory", "memory_format")
+                }
+                self.steps.append(("op", index[node], name, args, kwargs))
 
     def __call__(self, *inputs):
         return self._run(inputs, None)
@@ -448,47 +450,31 @@ class Translation:
 
     def _run(self, inputs, probe):
         env: dict = {}
-        for node, value in zip(self.placeholders, inputs):
-            env[node] = value
+        feed = iter(inputs)
         grad = True
-        for node in self.nodes:
-            if node.op == "call_function" and (
-                node.target is torch._C._set_grad_enabled
-            ):
-                grad = bool(node.args[0])
-                continue
-            if node not in self.needed or node.op == "placeholder":
-                continue
-            if node.op == "output":
-                return _first(self._arg(node.args[0], env))
-            if node.op == "get_attr":
-                env[node] = jnp.asarray(_constant(getattr(self.gm, node.target)))
-                continue
-            value = self._apply(node, env)
-            if probe is not None:
-                probe += _sides(op_name(node.target), node, env, value)
-            if not grad and not self.naive and _is_array(value):
-                value = jax.lax.stop_gradient(value)
-            env[node] = value
+        for step in self.steps:
+            kind = step[0]
+            if kind == "grad":
+                grad = step[1]
+            elif kind == "in":
+                env[step[1]] = next(feed)
+            elif kind == "const":
+                env[step[1]] = jnp.asarray(step[2])
+            elif kind == "out":
+                return _first(_resolve(step[1], env))
+            else:
+                _, i, name, args_t, kwargs_t = step
+                args = _resolve(args_t, env)
+                kwargs = {k: _resolve(v, env) for k, v in kwargs_t.items()}
+                value = self._apply(name, args, kwargs)
+                if probe is not None:
+                    probe += _sides(name, args, value)
+                if not grad and not self.naive and _is_array(value):
+                    value = jax.lax.stop_gradient(value)
+                env[i] = value
         raise Untranslatable("a graph without an output")
 
-    def _arg(self, a, env):
-        if isinstance(a, torch.fx.Node):
-            return env[a]
-        if isinstance(a, (list, tuple)):
-            return type(a)(self._arg(x, env) for x in a)
-        if isinstance(a, torch.dtype | torch.device | torch.layout):
-            return a
-        return a
-
-    def _apply(self, node, env):
-        name = op_name(node.target)
-        args = [self._arg(a, env) for a in node.args]
-        kwargs = {
-            k: self._arg(v, env)
-            for k, v in node.kwargs.items()
-            if k not in ("device", "layout", "pin_memory", "memory_format")
-        }
+    def _apply(self, name, args, kwargs):
         if name in ("detach", "detach_"):
             return args[0] if self.naive else jax.lax.stop_gradient(args[0])
         if name in ("item", "_local_scalar_dense"):
@@ -502,7 +488,7 @@ class Translation:
             return _convert(name, args, kwargs)
         if name in ("max", "min"):
             return _max_min(name, args)
-        if node.target is operator.getitem:
+        if name == "getitem":
             return args[0][args[1]]
         handler = _OPS.get(name)
         if handler is None:
@@ -510,10 +496,84 @@ class Translation:
         return handler(*args, **kwargs)
 
 
+def _needed(output) -> set:
+    need, stack = set(), [output]
+    while stack:
+        node = stack.pop()
+        if node in need:
+            continue
+        need.add(node)
+        stack.extend(node.all_input_nodes)
+    return need
+
+
+def _check(nodes, needed, constructs: list[str]) -> None:
+    """Refusals that do not need values: in-place, randomness, devices."""
+    import torch
+
+    grad = True
+    for node in nodes:
+        if node.op != "call_function":
+            continue
+        if node.target is torch._C._set_grad_enabled:
+            grad = bool(node.args[0])
+            continue
+        name = op_name(node.target)
+        schema = getattr(node.target, "_schema", None)
+        mutable = schema is not None and schema.is_mutable
+        fresh = name == "detach_" and op_name(
+            getattr(node.args[0], "target", None)
+        ) in ("lift_fresh_copy", "lift_fresh")
+        if mutable and not fresh:
+            raise Untranslatable(f"an in-place update (aten.{name})")
+        if node not in needed:
+            continue
+        if name in RANDOM_OPS:
+            raise Untranslatable(f"randomness (aten.{name})")
+        device = getattr(node.meta.get("val"), "device", None)
+        if device is not None and device.type != "cpu":
+            raise Untranslatable(f"a tensor on device {device} (aten.{name})")
+        found = {"detach": "detach", "detach_": "detach", "item": ".item()"}
+        found["_local_scalar_dense"] = ".item()"
+        for construct in (found.get(name), None if grad else "torch.no_grad()"):
+            if construct is not None and construct not in constructs:
+                constructs.append(construct)
+
+
+def _template(a, index):
+    """An argument with its nodes as :class:`Ref` and torch dtypes as
+    :class:`DType` (devices and layouts dropped)."""
+    import torch
+
+    if isinstance(a, torch.fx.Node):
+        return Ref(index[a])
+    if isinstance(a, (list, tuple)):
+        return type(a)(_template(x, index) for x in a)
+    if isinstance(a, torch.dtype):
+        if a == torch.bool:
+            kind = "b"
+        elif a.is_floating_point:
+            kind = "f"
+        else:
+            kind = "c" if a.is_complex else "i"
+        return DType(str(a), kind)
+    if isinstance(a, torch.device | torch.layout | torch.memory_format):
+        return None
+    return a
+
+
+def _resolve(a, env):
+    if isinstance(a, Ref):
+        return env[a.index]
+    if isinstance(a, (list, tuple)):
+        return type(a)(_resolve(x, env) for x in a)
+    return a
+
+
 def _convert(name: str, args, kwargs):
     dtype = kwargs.get("dtype")
     for a in args[1:]:
-        if isinstance(a, torch.dtype):
+        if isinstance(a, DType):
             dtype = a
     if name == "type_as" or dtype is None:
         return args[0]
@@ -540,9 +600,8 @@ def _max_min(name: str, args):
 _COMPARISONS = frozenset("lt le gt ge eq ne".split())
 
 
-def _sides(name: str, node, env, value) -> list:
+def _sides(name: str, args, value) -> list:
     """Boolean arrays: which side of its switch each element is on."""
-    args = [env.get(a, a) if isinstance(a, torch.fx.Node) else a for a in node.args]
     if name in _COMPARISONS or name in ("where", "masked_fill"):
         return [
             jnp.asarray(
@@ -567,7 +626,7 @@ def _first(out):
     return out
 
 
-def _constant(t: torch.Tensor) -> np.ndarray:
+def _constant(t) -> np.ndarray:
     arr = t.detach().cpu().numpy()
     if arr.dtype.kind == "f":
         return arr.astype(np.float64)
