@@ -158,3 +158,25 @@ def test_inputs_the_loss_ignores_keep_their_places_and_it_pickles():
     assert value == pytest.approx(-2.0 * np.log(pi[0]), rel=1e-13)
     program = pickle.loads(pickle.dumps(_front.GATE_REPORTS[-1]))
     assert program.points > 0
+
+
+def test_a_worker_process_runs_the_parents_program_without_torch():
+    """The structure stage's worker resolves the SPEC again: it reads the program
+    the parent translated and gated, and never imports torch."""
+    import multiprocessing
+
+    from tests.torchfront._worker import value_in_worker
+
+    path = Path(__file__).parents[2] / "examples/losses/torch/verl_dual_clip.py"
+    loss = torchfront.load(path, "loss[verl]")
+    mu = np.log([0.5, 0.25, 0.25])
+    with jax.enable_x64(True):
+        here = float(loss.loss(np.zeros(3), 0, adv=-1.0, behavior_logp=mu))
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=value_in_worker, args=(str(path), "loss[verl]", queue))
+    proc.start()
+    imported, there = queue.get(timeout=300)
+    proc.join()
+    torchfront.clear_cache()
+    assert not imported and there == here

@@ -167,6 +167,8 @@ def _torch_gate_record(result) -> None:
     import sys
 
     front = sys.modules.get("theorycheck.torchfront")
+    if front is not None:
+        front.clear_cache()  # the programs shared with the workers
     detail = front.gate_summary() if front is not None else None
     if detail is not None:
         result.methods.insert(

@@ -6,6 +6,7 @@ Importing this package does not import torch; :func:`load` does (and says how to
 install it when it is missing).
 """
 
+from theorycheck.torchfront._cache import clear as clear_cache
 from theorycheck.torchfront._coefficient import compare_rule, torch_coefficient
 from theorycheck.torchfront._front import (
     GATE_REPORTS,
@@ -22,6 +23,7 @@ __all__ = [
     "GATE_REPORTS",
     "INSTALL_HINT",
     "TorchLoss",
+    "clear_cache",
     "command_spec",
     "compare_rule",
     "gate_summary",

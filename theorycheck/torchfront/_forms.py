@@ -14,7 +14,8 @@ import numpy as np
 import torch
 
 from theorycheck._errors import BadInput
-from theorycheck.torchfront import _front
+from theorycheck.torchfront import _cache, _front
+from theorycheck.torchfront._front import JaxLoss, VerlMisuse
 from theorycheck.torchfront._gate import boundary_points, gate
 from theorycheck.torchfront._trace import pick_loss, trace
 from theorycheck.torchfront._verl import MissingKey, VerlConfig, config_values
@@ -81,6 +82,7 @@ def logits_loss(
     path: Path,
     params: list[inspect.Parameter],
     *,
+    func: str,
     naive: bool = False,
 ) -> _front.TorchLoss:
     """``fn(logits, sampled, **params)`` as a JAX loss of the same inputs."""
@@ -108,18 +110,21 @@ def logits_loss(
 
     floats = {k: v for k, v in defaults.items() if type(v) is float}
 
+    accepts = frozenset(p.name for p in named)
+    required = frozenset(p.name for p in named if p.default is p.empty)
+    meta = {
+        "name": name,
+        "accepts": accepts,
+        "required": required,
+        "defaults": defaults,
+        "form": "logits",
+        "var_keyword": var_kw,
+        "floats": floats,
+    }
+
     def loss(logits, sampled, **inputs):
-        inputs = {**floats, **inputs}  # a float default is a tensor input too
-        static = {k: v for k, v in inputs.items() if isinstance(v, (bool, int, str))}
-        names = sorted(k for k in inputs if k not in static)
-        arrays = [jnp.asarray(inputs[k], jnp.float64) for k in names]
-        vocab = int(np.shape(logits)[0])
-        key = (
-            vocab,
-            int(sampled),
-            tuple(sorted(static.items())),
-            tuple((k, a.shape) for k, a in zip(names, arrays)),
-        )
+        key, static, names, arrays = _cache.logits_key(logits, sampled, inputs, floats)
+        vocab = key[0]
         if key not in cache:
             values = [
                 np.asarray(a)
@@ -129,37 +134,13 @@ def logits_loss(
             ]
             shapes = [a.shape for a in arrays]
             cache[key] = build(vocab, int(sampled), static, names, shapes, values)
+            if not naive:
+                _cache.put(path, func, meta, key, cache[key])
         return cache[key](jnp.asarray(logits, jnp.float64), *arrays)
 
-    accepts = frozenset(p.name for p in named)
-    required = frozenset(p.name for p in named if p.default is p.empty)
     return _front.TorchLoss(
-        name, _with_vkw(loss, var_kw), accepts, required, defaults, "logits", fn
+        name, JaxLoss(loss, var_kw), accepts, required, defaults, "logits", fn
     )
-
-
-class _JaxLoss:
-    """The translated loss as a callable that pickles to nothing (like the user's
-    own code, it never leaves the isolated process that runs it)."""
-
-    def __init__(self, fn: Callable, var_keyword: bool) -> None:
-        self.fn = fn
-        self.var_keyword = var_keyword
-
-    def __call__(self, logits, sampled, **inputs):
-        return self.fn(logits, sampled, **inputs)
-
-    def __reduce__(self):
-        return (_left_behind, ())
-
-
-def _left_behind() -> None:
-    """What a translated loss unpickles to outside its process."""
-    return None
-
-
-def _with_vkw(loss, var_kw):
-    return _JaxLoss(loss, var_kw)
 
 
 # ------------------------------------------------------------------------- verl form
@@ -211,6 +192,7 @@ def verl_loss(
     params: list[inspect.Parameter],
     settings: Mapping[str, float],
     *,
+    func: str,
     naive: bool = False,
 ) -> _front.TorchLoss:
     """verl's policy-loss function as a JAX loss of the logits (module docstring)."""
@@ -240,27 +222,30 @@ def verl_loss(
     box: dict[str, Any] = {}
     config_keys = set(reads)
 
+    accepts = frozenset({"adv", "behavior_logp"} | config_keys)
+    meta = {
+        "name": name,
+        "accepts": accepts,
+        "required": frozenset({"adv", "behavior_logp"}),
+        "defaults": dict(reads),
+        "form": "verl",
+        "var_keyword": False,
+    }
+
     def loss(logits, sampled, *, adv, behavior_logp, **extra):
         if extra:
-            key = sorted(extra)[0]
-            raise BadInput(
-                f"{name}: {key} is a verl config value; set it with --set on the "
-                "command line (it is part of the SPEC: FILE.py:FN[verl;KEY=VALUE])"
-            )
+            raise VerlMisuse(name, extra)
         if "translation" not in box:
             box["translation"] = _gated(
                 name, translation, reference, _verl_lines(), wrt=1, labels=_LABELS
             )
-        logp = jax.nn.log_softmax(jnp.asarray(logits, jnp.float64))[sampled]
-        old = jnp.asarray(behavior_logp, jnp.float64)[sampled]
-        one = jnp.ones((1, 1))
-        adv = jnp.broadcast_to(jnp.asarray(adv, jnp.float64), (1, 1))
-        return box["translation"](old.reshape(1, 1), logp.reshape(1, 1), adv, one)
+            if not naive:
+                _cache.put(path, func, meta, "verl", translation)
+        return _cache.verl_call(box["translation"], logits, sampled, adv, behavior_logp)
 
-    accepts = frozenset({"adv", "behavior_logp"} | config_keys)
     return _front.TorchLoss(
         name,
-        _JaxLoss(loss, False),
+        JaxLoss(loss, False),
         accepts,
         frozenset({"adv", "behavior_logp"}),
         dict(reads),

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import inspect
+import multiprocessing
 import re
 import threading
 from collections.abc import Callable, Mapping
@@ -157,6 +158,37 @@ class TorchLoss:
     reference: Callable | None = None
 
 
+class JaxLoss:
+    """The translated loss as a callable that pickles to nothing (like the user's
+    own code, it never leaves the isolated process that runs it)."""
+
+    def __init__(self, fn: Callable, var_keyword: bool) -> None:
+        self.fn = fn
+        self.var_keyword = var_keyword
+
+    def __call__(self, logits, sampled, **inputs):
+        return self.fn(logits, sampled, **inputs)
+
+    def __reduce__(self):
+        return (_left_behind, ())
+
+
+def _left_behind() -> None:
+    """What a translated loss unpickles to outside its process."""
+    return None
+
+
+class VerlMisuse(BadInput):
+    """A verl config value passed as a loss input (it belongs in the SPEC)."""
+
+    def __init__(self, name: str, extra: Mapping[str, Any]) -> None:
+        key = sorted(extra)[0]
+        super().__init__(
+            f"{name}: {key} is a verl config value; set it with --set on the "
+            "command line (it is part of the SPEC: FILE.py:FN[verl;KEY=VALUE])"
+        )
+
+
 def _import_torch(path: Path) -> None:
     try:
         import torch  # noqa: F401
@@ -218,6 +250,17 @@ def load(path: Path, func: str, *, naive: bool = False) -> TorchLoss:
             missing or has neither form, or (verl) a config key is unknown.
     """
     fn_name, signature, settings = split_function(func or "loss")
+    if multiprocessing.parent_process() is not None and not naive:
+        from theorycheck.torchfront import _cache  # a worker: the parent's programs
+
+        entry = _cache.get(path, func or "loss")
+        if entry is not None:
+            return _cache.cached_loss(entry, lambda: _load(path, func, naive))
+    return _load(path, func, naive)
+
+
+def _load(path: Path, func: str, naive: bool) -> TorchLoss:
+    fn_name, signature, settings = split_function(func or "loss")
     _import_torch(path)
     module = _load_module(path)
     fn = getattr(module, fn_name or "loss", None)
@@ -234,7 +277,9 @@ def load(path: Path, func: str, *, naive: bool = False) -> TorchLoss:
             )
         from theorycheck.torchfront._forms import verl_loss
 
-        return verl_loss(fn, f"{name}[verl]", path, params, settings, naive=naive)
+        return verl_loss(
+            fn, f"{name}[verl]", path, params, settings, func=func, naive=naive
+        )
     positional = [
         p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
@@ -250,7 +295,7 @@ def load(path: Path, func: str, *, naive: bool = False) -> TorchLoss:
         )
     from theorycheck.torchfront._forms import logits_loss
 
-    return logits_loss(fn, name, path, params[2:], naive=naive)
+    return logits_loss(fn, name, path, params[2:], func=func or "loss", naive=naive)
 
 
 def outside_trace(fn: Callable, *args: Any) -> Any:

@@ -547,8 +547,9 @@ def _template(a, index):
 
     if isinstance(a, torch.fx.Node):
         return Ref(index[a])
-    if isinstance(a, (list, tuple)):
-        return type(a)(_template(x, index) for x in a)
+    if isinstance(a, (list, tuple)):  # plain types (fx's immutable lists need torch)
+        kind = list if isinstance(a, list) else tuple
+        return kind(_template(x, index) for x in a)
     if isinstance(a, torch.dtype):
         if a == torch.bool:
             kind = "b"
