@@ -210,7 +210,7 @@ def compare_rule(
     rows = []
     for a in (size, -size):
         for x in GRID:
-            ct, cr = c_torch(float(x), q, a), c_rule(float(x), q, a)
+            ct, cr = c_torch(float(x), q, a) + 0.0, c_rule(float(x), q, a) + 0.0
             rows.append((float(x), a, ct, cr, not _equal(ct, cr)))
     return {
         "rule": rule,
