@@ -21,8 +21,11 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
-import _results
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's code
+
+import _results  # noqa: E402
 
 EX = "examples/losses/torch"
 PAIRS = {

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 ENV = "THEORYCHECK_TORCHFRONT_CACHE"
+_CREATED: list[str] = []  # the directories this process made (and may remove)
 
 
 def _file(path: Path, func: str, create: bool) -> Path | None:
@@ -37,6 +38,7 @@ def _file(path: Path, func: str, create: bool) -> Path | None:
             return None
         root = tempfile.mkdtemp(prefix="theorycheck-torchfront-")
         os.environ[ENV] = root
+        _CREATED.append(root)
     try:
         stamp = path.resolve().stat().st_mtime_ns
     except OSError:
@@ -57,8 +59,12 @@ def put(path: Path, func: str, meta: dict, key: Any, program: Any) -> None:
     except Exception:  # a default value that does not pickle: no cache
         return
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, target)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data)
+        os.replace(tmp, target)
+    except OSError:  # best effort: a worker then translates the program itself
+        tmp.unlink(missing_ok=True)
 
 
 def get(path: Path, func: str) -> dict | None:
@@ -73,9 +79,12 @@ def get(path: Path, func: str) -> dict | None:
 
 
 def clear() -> None:
-    """Removes this process's cache directory (the command's end)."""
-    root = os.environ.pop(ENV, None)
-    if root is not None:
+    """Removes the cache directory this process made (the command's end); one
+    inherited from a parent is left to it."""
+    root = os.environ.get(ENV)
+    if root is not None and root in _CREATED:
+        os.environ.pop(ENV)
+        _CREATED.remove(root)
         shutil.rmtree(root, ignore_errors=True)
 
 
