@@ -113,9 +113,9 @@ def torch_coefficient(
     Returns:
         ``{"loss", "form", "coefficient", "params"}``.
     """
+    loss, c_of = _c_function(Path(path), func, params)  # torch missing: one line
     from theorycheck.torchfront._trace import float64_default
 
-    loss, c_of = _c_function(Path(path), func, params)
     with float64_default():
         c = c_of(p, q, adv) + 0.0  # no -0
     used = {k: v for k, v in loss.defaults.items() if _plain(v)}
@@ -194,10 +194,10 @@ def compare_rule(
         "differ", "regions"}``.
     """
     from theorycheck.torchfront._front import split_function
-    from theorycheck.torchfront._trace import float64_default
 
     _, _, config = split_function(func)
-    _, c_of = _c_function(Path(path), func, params)
+    _, c_of = _c_function(Path(path), func, params)  # torch missing: one line
+    from theorycheck.torchfront._trace import float64_default
 
     def c_torch(*point):
         with float64_default():
