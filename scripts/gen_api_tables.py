@@ -25,6 +25,7 @@ PAGES = {
     "theorycheck.losses": "docs/losses.md",
     "theorycheck.models": "docs/models.md",
     "theorycheck.convexity": "docs/convexity.md",
+    "theorycheck.torchfront": "docs/convexity.md",
     "theorycheck.symbolic": "docs/convexity.md",
     "theorycheck.formal": "docs/convexity.md",
     "theorycheck.claims": "docs/proofs.md",

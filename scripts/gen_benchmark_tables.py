@@ -273,12 +273,59 @@ def render_models(doc: dict) -> str:
     )
 
 
+TORCH_LABELS = {
+    "verl_torch_s": "verl_dual_clip.py:loss --signature verl (torch), median s",
+    "verl_jax_s": "verl_dual_clip_jax.py:loss (JAX twin), median s",
+    "logits_torch_s": "clipped_ratio.py:loss (torch), median s",
+    "logits_jax_s": "clipped_ratio_jax.py:loss (JAX twin), median s",
+    "load_min": "1-minute load average, lowest around a run",
+    "load_max": "1-minute load average, highest around a run",
+    "verl_torch_over_jax": "verl form: torch ÷ JAX",
+    "logits_torch_over_jax": "logits form: torch ÷ JAX",
+}
+TORCH_RATIOS = {
+    "verl_torch_over_jax": ("verl_torch_s", "verl_jax_s"),
+    "logits_torch_over_jax": ("logits_torch_s", "logits_jax_s"),
+}
+
+
+def render_torchfront(doc: dict) -> str:
+    q, targets = doc["quantities"], doc["targets"]
+    if set(doc["ratios"]) != set(TORCH_RATIOS):
+        raise Inconsistent(f"bench_torchfront: ratios {sorted(doc['ratios'])}")
+    values = dict(q)
+    for name, (num, den) in TORCH_RATIOS.items():
+        values[name] = q[num] / q[den]
+        _check_ratio(f"bench_torchfront: {name}", doc["ratios"][name], values[name])
+
+    def rows(names):
+        out = []
+        for name in names:
+            t = targets.get(name)
+            met = None
+            if t is not None:
+                where = f"bench_torchfront: target on {name}"
+                met = _check_met(where, t["met"], values[name], t["target"])
+            cell = format(values[name], ".3g") + _mark(met)
+            out.append([TORCH_LABELS.get(name, name), cell, _target(t and t["target"])])
+        return out
+
+    return "\n\n".join(
+        [
+            provenance(doc),
+            _table(["measure", "value", "target"], rows(q)),
+            _table(["ratio (same run)", "value", "target"], rows(TORCH_RATIOS)),
+        ]
+    )
+
+
 # results file stem: (block name, renderer, the command that writes the file)
 BENCHMARKS = {
     "bench_numeric": ("bench-numeric", render_numeric, ""),
     "bench_numeric_scale": ("bench-numeric-scale", render_numeric_scale, "--scale"),
     "bench_hessian": ("bench-hessian", render_hessian, ""),
     "bench_models": ("bench-models", render_models, ""),
+    "bench_torchfront": ("bench-torchfront", render_torchfront, ""),
 }
 
 

@@ -22,9 +22,16 @@ import pytest
 
 RULES = [
     ("theorycheck.symbolic", ("jax",)),
-    ("theorycheck.numeric", ("sympy", "z3")),
+    ("theorycheck.numeric", ("sympy", "z3", "torch")),
     ("theorycheck.formal", ("jax",)),
+    # torch is an extra: importing the core (and torchfront's __init__) never loads it
+    ("theorycheck.torchfront", ("torch",)),
+    ("theorycheck.convexity", ("torch",)),
+    ("theorycheck.cli", ("torch",)),
 ]
+
+#: the one package that may import torch (the ``torch`` extra).
+TORCH_PACKAGE = "theorycheck.torchfront"
 
 PACKAGE = Path(__file__).resolve().parents[1] / "theorycheck"
 
@@ -42,6 +49,7 @@ LAYERS: list[set[str]] = [
     {"rl", "demo"},
     {"claims"},
     {"convexity"},
+    {"torchfront"},  # PyTorch losses, translated to JAX (the only importer of torch)
     {"models"},
     {"losses"},
     {"bridge"},
@@ -188,3 +196,34 @@ def test_layering_static_checks_can_fail(tmp_path):
     }
     assert layer_violations(pkg) == bad
     assert private_violations(pkg) == bad
+
+
+def torch_importers(root: Path = PACKAGE) -> set[str]:
+    """Modules outside ``TORCH_PACKAGE`` with an ``import torch`` (any, lazy too)."""
+    bad = set()
+    for path in sorted(root.rglob("*.py")):
+        src = _module_name(path, root)
+        if src == TORCH_PACKAGE or src.startswith(TORCH_PACKAGE + "."):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            if any(n == "torch" or n.startswith("torch.") for n in names):
+                bad.add(src)
+    return bad
+
+
+def test_layering_only_torchfront_imports_torch():
+    assert torch_importers() == set()
+
+
+def test_layering_torch_check_can_fail(tmp_path):
+    pkg = tmp_path / "theorycheck"
+    (pkg / "numeric").mkdir(parents=True)
+    (pkg / "torchfront").mkdir()
+    (pkg / "numeric" / "_x.py").write_text("def f():\n    import torch.nn\n")
+    (pkg / "torchfront" / "_y.py").write_text("import torch\n")
+    assert torch_importers(pkg) == {"theorycheck.numeric._x"}

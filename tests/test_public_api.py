@@ -21,6 +21,7 @@ PACKAGES = (
     "theorycheck.losses",
     "theorycheck.models",
     "theorycheck.convexity",
+    "theorycheck.torchfront",
     "theorycheck.symbolic",
     "theorycheck.formal",
     "theorycheck.claims",

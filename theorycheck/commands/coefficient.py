@@ -14,7 +14,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "name",
         metavar="NAME",
-        help="a registered token rule, e.g. ppo, dual_clip, dppo_binary_tv",
+        help="a registered token rule, e.g. ppo, dual_clip, dppo_binary_tv, or a "
+        "PyTorch loss path/to/file.py:function",
     )
     parser.add_argument(
         "--p",
@@ -36,6 +37,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="override a hyperparameter (repeatable)",
+    )
+    # PyTorch loss files (theorycheck.torchfront; commands/_torch_coefficient.py)
+    parser.add_argument(
+        "--signature",
+        choices=("logits", "verl"),
+        default="logits",
+        help="for a PyTorch FILE.py:FN: fn(logits, sampled, **params) or verl's "
+        "policy-loss signature",
+    )
+    parser.add_argument(
+        "--compare",
+        metavar="RULE",
+        help="for a PyTorch FILE.py:FN: is c that of this registry rule, here and on "
+        "a grid of p?",
     )
 
 
@@ -68,9 +83,22 @@ def run(args: argparse.Namespace) -> int:
     import jax
 
     from theorycheck._errors import BadInput
+    from theorycheck.commands._isolate import user_file
     from theorycheck.commands._output import emit_json, flag_names
     from theorycheck.losses import get_rule, parse_assignments, resolve_params
 
+    if user_file(args.name) is not None:  # a PyTorch loss file (torchfront)
+        from theorycheck.commands import _torch_coefficient
+
+        check_probability("--p", args.p)
+        check_probability("--q", args.q)
+        if not math.isfinite(args.adv):
+            raise BadInput(f"--adv {args.adv!r} must be finite")
+        with flag_names(assignment="--set"):
+            assigned = parse_assignments(args.params)
+        return _torch_coefficient.run(args, assigned)
+    if args.compare is not None or args.signature != "logits":
+        raise BadInput("--compare and --signature are for a PyTorch FILE.py:FN")
     spec = get_rule(args.name, token=True)
     check_probability("--p", args.p)
     check_probability("--q", args.q)

@@ -52,6 +52,14 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--report", metavar="DIR", help="write a markdown report + plot"
     )
+    parser.add_argument(  # PyTorch losses (theorycheck.torchfront)
+        "--signature",
+        choices=("logits", "verl"),
+        default="logits",
+        help="a PyTorch FILE.py:FN: fn(logits, sampled, **params) (default) or "
+        "verl's policy-loss signature (old_log_prob, log_prob, advantages, "
+        "response_mask, loss_agg_mode, config, rollout_is_weights)",
+    )
 
 
 def _logits(text: str) -> np.ndarray:
@@ -154,9 +162,24 @@ def _check_and_report(spec: str, report, **kwargs):
     from theorycheck.convexity import check_convexity, write_report
 
     result = check_convexity(spec, **kwargs)
+    _torch_gate_record(result)
     if report is not None:
         write_report(result, report)
     return result
+
+
+def _torch_gate_record(result) -> None:
+    """A PyTorch loss: the gate's record first among the methods (torchfront)."""
+    import sys
+
+    front = sys.modules.get("theorycheck.torchfront")
+    if front is not None:
+        front.clear_cache()  # the programs shared with the workers
+    detail = front.gate_summary() if front is not None else None
+    if detail is not None:
+        result.methods.insert(
+            0, {"method": "torch gate", "status": "confirmed", "detail": detail}
+        )
 
 
 def run(args) -> int:
@@ -180,6 +203,9 @@ def _run(args) -> int:
 
     with flag_names(assignment="--set"):
         params = parse_assignments(args.params)
+    from theorycheck import torchfront  # a PyTorch loss: its form (torchfront)
+
+    args.spec, params = torchfront.command_spec(args.spec, args.signature, params)
     if not (math.isfinite(args.timeout) and args.timeout > 0):
         raise BadInput(f"--timeout {args.timeout}: must be a finite number > 0")
     call = caller_for(args.spec, args.timeout)  # user files: isolated, deadline

@@ -132,6 +132,16 @@ def resolve(spec: str) -> ResolvedLoss:
     problem = loss_file_problem(path)
     if problem is not None:
         raise BadInput(f"loss file {path_text!r} {problem}")
+    # --- PyTorch losses (theorycheck.torchfront): translated to a JAX function ---
+    from theorycheck import torchfront
+
+    if torchfront.split_function(func)[1] or torchfront.imports_torch(path):
+        t = torchfront.load(path, func)
+        var_kw = getattr(t.loss, "var_keyword", False)
+        return ResolvedLoss(
+            t.name, t.loss, t.accepts, t.required, False, None, t.defaults, var_kw
+        )
+    # --- end of the PyTorch hook ---
     module_spec = importlib.util.spec_from_file_location(
         f"_user_loss_{path.stem}", path
     )

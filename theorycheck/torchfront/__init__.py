@@ -1,0 +1,34 @@
+"""PyTorch losses for the convexity checker and ``coefficient``: a translation of the
+traced ATen graph into JAX (the formula the bridge reads), gated against torch
+autograd in float64 before any verdict.
+
+Importing this package does not import torch; :func:`load` does (and says how to
+install it when it is missing).
+"""
+
+from theorycheck.torchfront._cache import clear as clear_cache
+from theorycheck.torchfront._coefficient import compare_rule, torch_coefficient
+from theorycheck.torchfront._front import (
+    GATE_REPORTS,
+    INSTALL_HINT,
+    TorchLoss,
+    command_spec,
+    gate_summary,
+    imports_torch,
+    load,
+    split_function,
+)
+
+__all__ = [
+    "GATE_REPORTS",
+    "INSTALL_HINT",
+    "TorchLoss",
+    "clear_cache",
+    "command_spec",
+    "compare_rule",
+    "gate_summary",
+    "imports_torch",
+    "load",
+    "split_function",
+    "torch_coefficient",
+]

@@ -1,0 +1,260 @@
+"""The two forms' JAX functions: trace, translate and gate each program once."""
+
+from __future__ import annotations
+
+import inspect
+import multiprocessing
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+
+from theorycheck._errors import BadInput
+from theorycheck.torchfront import _cache, _front
+from theorycheck.torchfront._front import JaxLoss, VerlMisuse
+from theorycheck.torchfront._gate import boundary_points, gate
+from theorycheck.torchfront._trace import pick_loss, trace
+from theorycheck.torchfront._verl import MissingKey, VerlConfig, config_values
+
+
+def _gated(name, translation, reference, lines, *, wrt, labels):
+    """The translation, once the gate passed. In a worker process of the checker
+    (the structure stage's) the gate is the parent's: the parent translates and
+    gates the same programs (V = 3, 4, 5, 16 and every searched V) before it
+    decides, and a refusal there ends the check."""
+    if multiprocessing.parent_process() is not None:
+        return translation
+
+    def run():
+        with jax.enable_x64(True):  # per thread: this one is the gate's own
+            return _run()
+
+    def _run():
+        points, count = boundary_points(translation, lines)
+        return gate(
+            name,
+            translation,
+            reference,
+            points,
+            wrt=wrt,
+            labels=labels,
+            boundaries=count,
+        )
+
+    report = _front.outside_trace(run)
+    _front.GATE_REPORTS.append(report)
+    return translation
+
+
+def _concrete(x) -> bool:
+    return not isinstance(x, jax.core.Tracer)
+
+
+# ----------------------------------------------------------------------- logits form
+
+
+def _logits_lines(vocab, sampled, names, values, seed):
+    """Lines through (logits, inputs): e_k, e_j and two random directions, each
+    with the inputs as given and with the advantage's sign flipped."""
+    rng = np.random.default_rng(seed)
+    z0 = 0.3 * rng.standard_normal(vocab)
+    dirs = [np.eye(vocab)[sampled], np.eye(vocab)[(sampled + 1) % vocab]]
+    dirs += [d / np.linalg.norm(d) for d in rng.standard_normal((2, vocab))]
+    variants = [list(values)]
+    if any("adv" in n for n in names):
+        variants.append([-v if "adv" in n else v for n, v in zip(names, values)])
+    lines = []
+    for inputs in variants:
+        for d in dirs:
+            base = [z0] + [np.asarray(v, np.float64) for v in inputs]
+            direction = [d] + [np.zeros(np.shape(v)) for v in inputs]
+            lines.append((base, direction))
+    return lines
+
+
+def logits_loss(
+    fn: Callable,
+    name: str,
+    path: Path,
+    params: list[inspect.Parameter],
+    *,
+    func: str,
+    naive: bool = False,
+) -> _front.TorchLoss:
+    """``fn(logits, sampled, **params)`` as a JAX loss of the same inputs."""
+    var_kw = any(p.kind is p.VAR_KEYWORD for p in params)
+    named = [p for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+    defaults = {p.name: p.default for p in named if p.default is not p.empty}
+    cache: dict = {}
+    user_file = path.resolve()
+
+    def build(vocab, sampled, static, names, shapes, values):
+        def reference(z, *arrays):
+            kwargs = {**static, **dict(zip(names, arrays))}
+            return pick_loss(fn(z, sampled, **kwargs), name)
+
+        translation = trace(
+            reference,
+            [(vocab,), *shapes],
+            name=name,
+            user_file=user_file,
+            naive=naive,
+        )
+        lines = _logits_lines(vocab, sampled, names, values, seed=vocab)
+        labels = ["logits", *names]
+        return _gated(name, translation, reference, lines, wrt=0, labels=labels)
+
+    floats = {k: v for k, v in defaults.items() if type(v) is float}
+
+    accepts = frozenset(p.name for p in named)
+    required = frozenset(p.name for p in named if p.default is p.empty)
+    meta = {
+        "name": name,
+        "accepts": accepts,
+        "required": required,
+        "defaults": defaults,
+        "form": "logits",
+        "var_keyword": var_kw,
+        "floats": floats,
+    }
+
+    def loss(logits, sampled, **inputs):
+        key, static, names, arrays = _cache.logits_key(logits, sampled, inputs, floats)
+        vocab = key[0]
+        if key not in cache:
+            values = [
+                np.asarray(a)
+                if _concrete(a)
+                else _front.nominal(k, defaults.get(k), a.shape, int(sampled))
+                for k, a in zip(names, arrays)
+            ]
+            shapes = [a.shape for a in arrays]
+            cache[key] = build(vocab, int(sampled), static, names, shapes, values)
+            if not naive:
+                _cache.put(path, func, meta, key, cache[key])
+        return cache[key](jnp.asarray(logits, jnp.float64), *arrays)
+
+    return _front.TorchLoss(
+        name, JaxLoss(loss, var_kw), accepts, required, defaults, "logits", fn
+    )
+
+
+# ------------------------------------------------------------------------- verl form
+
+_LABELS = ["old_log_prob", "log_prob", "advantages", "response_mask"]
+
+
+def _verl_lines():
+    """Lines in (old_log_prob, log_prob, adv, mask): the log ratio swept over
+    [-40, 40] at q = 0.1 and 0.5, for advantages of both signs and sizes."""
+    lines = []
+    for q in (0.1, 0.5):
+        for adv in (1.0, -1.0, 0.4, -2.5):
+            old = np.full((1, 1), np.log(q))
+            base = [old, old.copy(), np.full((1, 1), adv), np.ones((1, 1))]
+            direction = [np.zeros((1, 1)), np.ones((1, 1))] + [np.zeros((1, 1))] * 2
+            lines.append((base, direction))
+    return lines
+
+
+def _verl_reference(fn, name, params, values, reads):
+    takes = {p.name for p in params}
+
+    def reference(old, logp, adv, mask):
+        kwargs: dict[str, Any] = {}
+        if "config" in takes:
+            kwargs["config"] = VerlConfig(values, reads)
+        if "rollout_is_weights" in takes:
+            kwargs["rollout_is_weights"] = None
+        try:
+            out = fn(
+                old_log_prob=old,
+                log_prob=logp,
+                advantages=adv,
+                response_mask=mask,
+                **kwargs,
+            )
+        except MissingKey as err:
+            raise BadInput(f"{name}: {err}") from None
+        return pick_loss(out, name)
+
+    return reference
+
+
+def verl_loss(
+    fn: Callable,
+    name: str,
+    path: Path,
+    params: list[inspect.Parameter],
+    settings: Mapping[str, float],
+    *,
+    func: str,
+    naive: bool = False,
+) -> _front.TorchLoss:
+    """verl's policy-loss function as a JAX loss of the logits (module docstring)."""
+    extra = [
+        p.name
+        for p in params[4:]
+        if p.name not in _front.VERL_KEYWORDS
+        and p.default is p.empty
+        and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+    ]
+    if extra:
+        raise BadInput(
+            f"{name}: needs {', '.join(extra)}, which verl's signature does not pass"
+        )
+    values = config_values(settings)
+    reads: dict[str, Any] = {}
+    reference = _verl_reference(fn, name, params, values, reads)
+    translation = trace(
+        reference, [(1, 1)] * 4, name=name, user_file=path.resolve(), naive=naive
+    )
+    unread = sorted(set(settings) - set(reads) - {k.split(".")[-1] for k in reads})
+    if unread:
+        raise BadInput(
+            f"{name}: unknown parameter {unread[0]!r}: the loss reads "
+            f"{', '.join(sorted(reads)) or 'no config value'} (and takes adv, q)"
+        )
+    box: dict[str, Any] = {}
+    config_keys = set(reads)
+
+    accepts = frozenset({"adv", "behavior_logp"} | config_keys)
+    meta = {
+        "name": name,
+        "accepts": accepts,
+        "required": frozenset({"adv", "behavior_logp"}),
+        "defaults": dict(reads),
+        "form": "verl",
+        "var_keyword": False,
+    }
+
+    def loss(logits, sampled, *, adv, behavior_logp, **extra):
+        if extra:
+            raise VerlMisuse(name, extra)
+        if "translation" not in box:
+            box["translation"] = _gated(
+                name, translation, reference, _verl_lines(), wrt=1, labels=_LABELS
+            )
+            if not naive:
+                _cache.put(path, func, meta, "verl", translation)
+        return _cache.verl_call(box["translation"], logits, sampled, adv, behavior_logp)
+
+    return _front.TorchLoss(
+        name,
+        JaxLoss(loss, False),
+        accepts,
+        frozenset({"adv", "behavior_logp"}),
+        dict(reads),
+        "verl",
+        fn,
+        reference,
+    )
+
+
+def torch_scalar(x: Any) -> torch.Tensor:
+    """A float64 tensor of ``x``."""
+    return torch.as_tensor(np.asarray(x, np.float64))

@@ -1,0 +1,336 @@
+r"""PyTorch losses as JAX functions of one position's logits, in two forms.
+
+* **logits form** ``fn(logits, sampled, **params)``: the conventions of the JAX form.
+  Inputs given as numbers or arrays (``adv``, ``q``, ``behavior_logp``, ``--set``
+  values) reach the torch function as float64 tensors (0-d for a number), exactly as
+  the JAX form traces them; ``int``/``bool``/``str`` stay Python values; a parameter
+  left to its default keeps the function's own default.
+* **verl form** ``fn(old_log_prob, log_prob, advantages, response_mask,
+  loss_agg_mode="token-mean", config=None, rollout_is_weights=None)`` returning a loss
+  or ``(loss, metrics)``: the loss of one token,
+
+  .. math::
+      L(z) = \texttt{fn}(\log\mu_k,\ \log\operatorname{softmax}(z)_k,\ \hat A,\
+      \text{mask} = 1)
+
+  with tensors of shape ``(1, 1)`` (one sequence of one token), ``config`` a
+  :class:`~theorycheck.torchfront._verl.VerlConfig` of verl's documented defaults and
+  the ``--set`` values, ``rollout_is_weights=None``, and ``loss_agg_mode`` the
+  function's own default (with one token every mode of verl's ``agg_loss`` is the
+  token's loss). Its inputs are ``adv`` and ``behavior_logp`` (``q``), as for the
+  registry's token rules.
+
+Each traced program (one per vocabulary size, sampled token and input shapes) is
+translated by :mod:`~theorycheck.torchfront._interp` and passes the gate
+(:mod:`~theorycheck.torchfront._gate`) before it is used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import inspect
+import multiprocessing
+import re
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from theorycheck._errors import BadInput
+
+#: verl's policy-loss signature: the tensors, then the keywords.
+VERL_TENSORS = ("old_log_prob", "log_prob", "advantages", "response_mask")
+VERL_KEYWORDS = ("loss_agg_mode", "config", "rollout_is_weights")
+#: the one line for a torch loss when the extra is not installed.
+INSTALL_HINT = "pip install 'theorycheck[torch]'"
+_IMPORTS_TORCH = re.compile(r"^\s*(import\s+torch\b|from\s+torch\b)", re.MULTILINE)
+_SUFFIX = re.compile(r"^(?P<fn>[^\[]*)\[(?P<sig>[a-z]+)(?P<rest>(;[^\]]*)?)\]$")
+
+#: the gate reports of this process (``GateReport``, one per translated program).
+GATE_REPORTS: list = []
+
+
+def gate_summary() -> str | None:
+    """One line for every program the gate passed in this process (``None``: no
+    PyTorch loss was translated)."""
+    if not GATE_REPORTS:
+        return None
+    points = sum(r.points for r in GATE_REPORTS)
+    boundaries = sum(r.boundaries for r in GATE_REPORTS)
+    return (
+        f"{len(GATE_REPORTS)} translated program(s): value and gradient equal torch "
+        f"autograd in float64 at {points} points, both sides of {boundaries} switch "
+        "boundaries"
+    )
+
+
+def split_function(func: str) -> tuple[str, str | None, dict[str, float]]:
+    """``"loss[verl;clip_ratio=0.28]"`` -> ``("loss", "verl", {"clip_ratio": 0.28})``.
+
+    Examples:
+        >>> split_function("loss[verl;clip_ratio_high=0.28]")
+        ('loss', 'verl', {'clip_ratio_high': 0.28})
+        >>> split_function("loss")
+        ('loss', None, {})
+    """
+    m = _SUFFIX.match(func)
+    if m is None:
+        return func, None, {}
+    settings = {}
+    for item in filter(None, m["rest"].split(";")):
+        key, _, value = item.partition("=")
+        try:
+            settings[key] = float(value)
+        except ValueError:
+            raise BadInput(f"{func!r}: {item!r} is not KEY=NUMBER") from None
+    return m["fn"], m["sig"], settings
+
+
+def imports_torch(path: Path) -> bool:
+    """Whether the file's source imports torch (read as text: nothing is run)."""
+    try:
+        return bool(_IMPORTS_TORCH.search(path.read_text(errors="replace")))
+    except OSError:
+        return False
+
+
+def command_spec(
+    spec: str, signature: str, params: Mapping[str, float]
+) -> tuple[str, dict[str, float]]:
+    """The SPEC and ``--set`` values a check runs with, for ``--signature``.
+
+    For ``--signature verl`` the ``--set`` values other than ``adv`` and ``q`` are
+    verl config values: they become part of the SPEC (``FILE.py:FN[verl;k=v]``), which
+    every process of the check resolves the same way.
+
+    Raises:
+        BadInput: ``--signature verl`` for a file that does not import torch, or a
+            registry name.
+    """
+    if signature not in ("logits", "verl"):
+        raise BadInput(f"--signature {signature!r}: choose logits or verl")
+    if ":" not in spec and not spec.endswith(".py"):
+        if signature == "verl":
+            raise BadInput("--signature verl is for a PyTorch FILE.py:FN")
+        return spec, dict(params)
+    path_text, _, func = spec.rpartition(":") if ":" in spec else (spec, "", "loss")
+    if signature == "logits":
+        return spec, dict(params)
+    path = Path(path_text)
+    if path.is_file() and not imports_torch(path):
+        raise BadInput(
+            f"--signature verl: {path_text!r} does not import torch (the verl "
+            "signature is for PyTorch losses)"
+        )
+    config = {k: v for k, v in params.items() if k not in ("adv", "q")}
+    inputs = {k: v for k, v in params.items() if k in ("adv", "q")}
+    suffix = "".join(f";{k}={v!r}" for k, v in config.items())
+    return f"{path_text}:{func or 'loss'}[verl{suffix}]", inputs
+
+
+@dataclasses.dataclass(frozen=True)
+class TorchLoss:
+    """A PyTorch loss translated to a JAX ``loss(logits, sampled, **inputs)``.
+
+    Attributes:
+        name: ``file.py:function`` (``[verl]`` added for the verl form).
+        loss: the JAX function (translation + gate on first use of each program).
+        accepts: the inputs and parameters it takes.
+        required: those without a default.
+        defaults: the function's own defaults (verl form: every config value the
+            loss read, documented default or ``--set``).
+        form: ``"logits"`` or ``"verl"``.
+        torch_fn: the user's function.
+        reference: the torch function of the traced program's inputs (verl form:
+            ``(old_log_prob, log_prob, advantages, response_mask) -> loss``).
+    """
+
+    name: str
+    loss: Callable
+    accepts: frozenset[str]
+    required: frozenset[str]
+    defaults: Mapping[str, Any]
+    form: str
+    torch_fn: Callable
+    reference: Callable | None = None
+
+
+class JaxLoss:
+    """The translated loss as a callable that pickles to nothing (like the user's
+    own code, it never leaves the isolated process that runs it)."""
+
+    def __init__(self, fn: Callable, var_keyword: bool) -> None:
+        self.fn = fn
+        self.var_keyword = var_keyword
+
+    def __call__(self, logits, sampled, **inputs):
+        return self.fn(logits, sampled, **inputs)
+
+    def __reduce__(self):
+        return (_left_behind, ())
+
+
+def _left_behind() -> None:
+    """What a translated loss unpickles to outside its process."""
+    return None
+
+
+class VerlMisuse(BadInput):
+    """A verl config value passed as a loss input (it belongs in the SPEC)."""
+
+    def __init__(self, name: str, extra: Mapping[str, Any]) -> None:
+        key = sorted(extra)[0]
+        super().__init__(
+            f"{name}: {key} is a verl config value; set it with --set on the "
+            "command line (it is part of the SPEC: FILE.py:FN[verl;KEY=VALUE])"
+        )
+
+
+def _import_torch(path: Path) -> None:
+    try:
+        import torch  # noqa: F401
+    except ModuleNotFoundError as err:
+        if err.name != "torch":
+            raise
+        raise BadInput(
+            f"{path.name} imports torch, which is not installed: {INSTALL_HINT}"
+        ) from None
+
+
+def _load_module(path: Path):
+    module_spec = importlib.util.spec_from_file_location(
+        f"_user_torch_loss_{path.stem}", path
+    )
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(module)
+    except ModuleNotFoundError as err:
+        if err.name == "torch":
+            raise BadInput(
+                f"{path.name} imports torch, which is not installed: {INSTALL_HINT}"
+            ) from None
+        raise BadInput(
+            f"loading {str(path)!r} raised {type(err).__name__}: {err}"
+        ) from err
+    except Exception as err:  # the user's file: report whatever it raised
+        raise BadInput(
+            f"loading {str(path)!r} raised {type(err).__name__}: {err}"
+        ) from err
+    return module
+
+
+def _parameters(fn: Callable, name: str) -> list[inspect.Parameter]:
+    try:
+        return list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError) as err:
+        raise BadInput(f"{name}: cannot read the signature: {err}") from None
+
+
+def _is_verl(params: list[inspect.Parameter]) -> bool:
+    return tuple(p.name for p in params[:4]) == VERL_TENSORS
+
+
+def _verl_text() -> str:
+    return f"({', '.join(VERL_TENSORS + VERL_KEYWORDS)})"
+
+
+def load(path: Path, func: str, *, naive: bool = False) -> TorchLoss:
+    """Loads ``FN`` (``func`` may carry ``[verl;...]``) of a PyTorch file.
+
+    Args:
+        path: the ``.py`` file.
+        func: the function's name, optionally with the signature suffix.
+        naive: translate ``detach``/``no_grad`` as the identity (tests of the gate).
+
+    Raises:
+        BadInput: torch is not installed, the file cannot be loaded, the function is
+            missing or has neither form, or (verl) a config key is unknown.
+    """
+    fn_name, signature, settings = split_function(func or "loss")
+    if multiprocessing.parent_process() is not None and not naive:
+        from theorycheck.torchfront import _cache  # a worker: the parent's programs
+
+        entry = _cache.get(path, func or "loss")
+        if entry is not None:
+            return _cache.cached_loss(entry, lambda: _load(path, func, naive))
+    return _load(path, func, naive)
+
+
+def _load(path: Path, func: str, naive: bool) -> TorchLoss:
+    fn_name, signature, settings = split_function(func or "loss")
+    _import_torch(path)
+    module = _load_module(path)
+    fn = getattr(module, fn_name or "loss", None)
+    name = f"{path.name}:{fn_name or 'loss'}"
+    if not callable(fn):
+        raise BadInput(f"{str(path)!r} has no function {fn_name or 'loss'!r}")
+    params = _parameters(fn, name)
+    if signature == "verl":
+        if not _is_verl(params):
+            got = ", ".join(p.name for p in params)
+            raise BadInput(
+                f"{name}: --signature verl needs verl's policy-loss signature "
+                f"{_verl_text()}, got ({got})"
+            )
+        from theorycheck.torchfront._forms import verl_loss
+
+        return verl_loss(
+            fn, f"{name}[verl]", path, params, settings, func=func, naive=naive
+        )
+    positional = [
+        p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    if _is_verl(params):
+        raise BadInput(
+            f"{name}: has verl's policy-loss signature; pass --signature verl"
+        )
+    if len(positional) < 2:
+        got = ", ".join(p.name for p in params)
+        raise BadInput(
+            f"{name}: takes ({got}); a PyTorch loss is fn(logits, sampled, **params) "
+            f"or, with --signature verl, {_verl_text()}"
+        )
+    from theorycheck.torchfront._forms import logits_loss
+
+    return logits_loss(fn, name, path, params[2:], func=func or "loss", naive=naive)
+
+
+def outside_trace(fn: Callable, *args: Any) -> Any:
+    """``fn(*args)`` in a thread of its own, outside any JAX trace of the caller
+    (JAX's trace state is per thread): the gate evaluates numbers while the checker
+    may be tracing the loss."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn(*args)
+        except BaseException as err:  # re-raised in the caller's thread
+            box["error"] = err
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def nominal(name: str, default: Any, shape: tuple[int, ...], sampled: int):
+    """A value for an input the gate cannot read (a tracer): the documented
+    defaults (``adv = 1``, ``q = 1/2``, μ from q, zeros), else the function's
+    default, else 1/2."""
+    if name == "behavior_logp":
+        vocab = shape[0]
+        mu = np.full(vocab, 0.5 / max(vocab - 1, 1))
+        mu[sampled] = 0.5
+        return np.log(mu)
+    if name == "old_logits":
+        return np.zeros(shape)
+    if name == "adv":
+        return np.ones(shape)
+    if isinstance(default, (int, float)) and not isinstance(default, bool):
+        return np.full(shape, float(default))
+    return np.full(shape, 0.5)
