@@ -10,6 +10,8 @@ from theorycheck.reproduce._core import (
     PACKAGES,
     Section,
     SectionResult,
+    git_state,
+    load_average,
     provenance,
     run_sections,
 )
@@ -49,6 +51,8 @@ __all__ = [
     "Section",
     "SectionResult",
     "convexity_section",
+    "git_state",
+    "load_average",
     "linearization_section",
     "proofs_dir",
     "probe_section",
