@@ -131,6 +131,10 @@ def run_main(name: str, cls, doc: str, argv, run) -> int:
                 "--fresh with --report-only would discard every finished unit and "
                 "compute none; pass one of them"
             )
+        if args.replay:
+            raise BadInput(
+                f"--replay: experiments.{name} does not record its rollouts yet"
+            )
         return run(cfg, fresh=args.fresh, report_only=args.report_only)
     except BadInput as err:
         print(f"{name}: error: {err}", file=sys.stderr)
@@ -227,7 +231,10 @@ class ResultStore:
         self.path = os.path.join(out_dir, "results.json")
         self.timings_path = os.path.join(out_dir, "timings.json")
         want = jsonable(dataclasses.asdict(config))
-        same = lambda a: {k: v for k, v in a.items() if k != "out"}  # noqa: E731
+        # a unit's numbers do not depend on the output folder or on how many seeds
+        # the run has: a run may be extended (or reported) with more or fewer seeds
+        loose = ("out", "seeds", "first_seed")
+        same = lambda a: {k: v for k, v in a.items() if k not in loose}  # noqa: E731
         self.data = {"config": want, "units": {}}
         self.timings: dict = {}
         if not fresh and os.path.exists(self.path):
@@ -238,7 +245,7 @@ class ResultStore:
                     f"{self.path} holds a run with another config; pass --fresh or "
                     "another --out"
                 )
-            self.data = old
+            self.data = {**old, "config": want}
             if os.path.exists(self.timings_path):
                 with open(self.timings_path) as fh:
                     self.timings = json.load(fh)
@@ -527,7 +534,7 @@ def run(exp, cfg, *, fresh: bool = False, report_only: bool = False) -> int:
     store = ResultStore(cfg.out, cfg, fresh=fresh)
     bank = RolloutBank(cfg.out, fresh=fresh)
     ctx = Context(cfg, bank, exp.generate)
-    start = time.time()
+    start, load0, computed = time.time(), load_average(), []
     for unit in bar(units, desc=exp.__name__.rsplit(".", 1)[-1], unit="unit"):
         if store.done(unit.id) or report_only:
             continue
@@ -536,13 +543,25 @@ def run(exp, cfg, *, fresh: bool = False, report_only: bool = False) -> int:
         store.save(
             unit.id, exp.run_unit(ctx, cfg, unit), seconds=time.perf_counter() - t0
         )
+        computed.append(unit.id)
+    ids = {u.id for u in units}
     missing = [u.id for u in units if not store.done(u.id)]
-    extra = {
-        "wall_s": round(time.time() - start, 1),
-        "load_average_end": load_average(),
-    }
-    if report_only:
-        extra = {}
+    # the units of this config only (a run reported with fewer seeds drops the rest)
+    store.data["units"] = {k: v for k, v in store.data["units"].items() if k in ids}
+    if computed:
+        store.data.setdefault("runs", []).append(
+            {
+                "units": len(computed),
+                "wall_s": round(time.time() - start, 1),
+                "load_average_start": load0,
+                "load_average_end": load_average(),
+                **commit(),
+            }
+        )
+    extra = {"load_average_end": load_average()}
+    runs = store.data.get("runs", [])
+    if runs:
+        extra["wall_s"] = round(sum(r["wall_s"] for r in runs), 1)
     data = store.finish(
         provenance=provenance(cfg, seeds=cfg.seed_list(), **extra),
         missing_units=missing,

@@ -185,3 +185,10 @@ def write(out_dir: str, data: dict, timings: dict) -> None:
     figure(data, os.path.join(out_dir, "residual_vs_alpha.png"))
     with open(os.path.join(out_dir, "report.md"), "w") as fh:
         fh.write(markdown(data, timings))
+
+
+def section(data: dict) -> str:
+    """The markdown ``theorycheck reproduce`` shows: the report's tables, rendered
+    from the results JSON (no figures, no title)."""
+    body = markdown(data, {}).split("\n")[1:]
+    return "\n".join(ln for ln in body if not ln.startswith("!["))

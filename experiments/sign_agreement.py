@@ -157,8 +157,8 @@ def train_config(cfg: Config, overrides: dict) -> TrainConfig:
 
 
 def units(cfg: Config) -> list[_common.Unit]:
-    """Variant-major (every seed of the first variant before the next one, so that
-    an interrupted run has the first variant over all seeds first)."""
+    """Seed-major: every variant of a seed before the next seed, so that an
+    interrupted run has both regimes side by side for the seeds it finished."""
     grid = variants(cfg)
     return [
         _common.Unit(
@@ -167,8 +167,8 @@ def units(cfg: Config) -> list[_common.Unit]:
             "bfloat16" if train_config(cfg, grid[name]).mismatch else "float32",
             name,
         )
-        for name in grid
         for seed in cfg.seed_list()
+        for name in grid
     ]
 
 
