@@ -17,9 +17,10 @@ Each control's own update is computed like the masks' (one forward + backward) a
 scored the same way (share masked, realized ΔD and D after of kept tokens, unsafe keep).
 
 **Zero-signal tokens.** On-policy (μ = the trainer's policy at the start) the first
-minibatch has π = μ exactly: D = 0, r = 1, Ḋ = 0 and the coupled prediction vanishes
-with π − μ; every predictor abstains and D can only rise. Such tokens (|D| ≤ ``TOL``)
-are counted apart; the ``signal`` metrics leave them out.
+minibatch (and any later one before the first nonzero update) has π = μ exactly: D = 0,
+r = 1, Ḋ = 0 and the coupled prediction vanishes with π − μ; every predictor abstains
+and D can only rise. Such tokens (|D| ≤ ``TOL``) are counted apart; the ``signal``
+metrics leave them out.
 
 **§4.2 metric** (predictive-mask paper, arXiv 2607.10848 §4.2: unsafe-keep rate on the
 tokens outside the trust region where the ratio and Ḋ directions disagree; the paper
@@ -170,16 +171,19 @@ def matched_controls(trainer, probe, *, delta: float = 0.0, seed: int = 0) -> di
 
 def _pooled(probe, horizon: str):
     """Per updated token: predictions, realized change over ``horizon`` (``step`` or
-    ``run``), D before and whether it is in the first minibatch of the run."""
+    ``run``), D before, and whether no earlier update has moved θ (the first
+    minibatch, or a later one when the earlier ones had Â = 0 everywhere)."""
     traj = probe["trajectory"]
     preds: dict = {}
     real, d0, first = [], [], []
+    norms = probe["update_norms"]
     for t, rec in enumerate(probe["steps"]):
         sel = rec["in_minibatch"] & (rec["adv"] != 0)
         end = t + 1 if horizon == "step" else len(traj) - 1
         real.append((traj[end] - traj[t])[sel])
         d0.append(rec["d0"][sel])
-        first.append(np.full(int(sel.sum()), t == 0))
+        # no update has moved θ yet (the minibatches before had Â = 0 everywhere)
+        first.append(np.full(int(sel.sum()), not any(norms[:t])))
         for k, v in predictions(rec).items():
             preds.setdefault(k, []).append(v[sel])
     cat = lambda xs: np.concatenate(xs) if xs else np.zeros(0)  # noqa: E731
@@ -192,7 +196,9 @@ def signal_split(probe) -> dict:
 
     Returns:
         ``{"signal": {predictor: sign_metrics}, "zero_signal": {"tokens",
-        "first_minibatch", "rise_share"}, "signal_tokens": n}``.
+        "before_first_update", "rise_share"}, "signal_tokens": n}``
+        (``before_first_update``: the zero-signal tokens updated before any
+        update had moved θ, i.e. exactly on-policy).
     """
     preds, real, d0, first = _pooled(probe, "step")
     zero = np.abs(d0) <= TOL
@@ -203,7 +209,7 @@ def signal_split(probe) -> dict:
         "signal_tokens": int(live.sum()),
         "zero_signal": {
             "tokens": int(zero.sum()),
-            "first_minibatch": int((zero & first).sum()),
+            "before_first_update": int((zero & first).sum()),
             "rise_share": float(rises.mean()) if rises.size else None,
         },
     }
