@@ -174,6 +174,36 @@ def rollout_block(data: dict | None) -> str:
     )
 
 
+def determinism_block(data: dict | None) -> str:
+    """Whether bfloat16 generation and rescoring were bit-identical."""
+    if data is None:
+        return _missing("engine_determinism")
+    cfg, prov = data["config"], data["provenance"]
+    rows = [
+        "| compared | array | bit-identical | largest difference |",
+        "|---|---|---|---|",
+    ]
+    for key, label in (
+        ("same_process", "the same process, twice"),
+        ("single_threaded_child", "a single-threaded XLA process"),
+    ):
+        for name, r in data[key].items():
+            diff = "–" if r["max_abs_diff"] is None else f"{r['max_abs_diff']:.2e}"
+            ident = "yes" if r["bit_identical"] else "**no**"
+            rows.append(f"| {label} | `{name}` | {ident} | {diff} |")
+    return "\n".join(
+        [
+            f"`{cfg['model']}`, seed {cfg['seed']}, {cfg['prompts']} Countdown "
+            f"prompts × {cfg['samples']} samples × {cfg['new_tokens']} tokens, "
+            f"bfloat16 engine, on {prov.get('cpu')} ({prov.get('cpu_count')} "
+            "cores), commit "
+            f"`{(prov.get('commit') or '')[:12]}`:",
+            "",
+            *rows,
+        ]
+    )
+
+
 def blocks(root: Path = RESULTS) -> dict[tuple[str, str], str]:
     """Every generated experiment block, keyed ``(page, name)``."""
     probes = probe_blocks(load("sign_agreement", root))
@@ -189,6 +219,9 @@ def blocks(root: Path = RESULTS) -> dict[tuple[str, str], str]:
         + probes["probes-conclusions"],
         ("docs/demo.md", "demo-rollouts"): rollout_block(
             load("rollout_analysis", root)
+        ),
+        ("docs/probes.md", "engine-determinism"): determinism_block(
+            load("engine_determinism", root)
         ),
     }
 
