@@ -105,42 +105,6 @@ def parse_config(cls, argv, *, prog: str, description: str):
     return dataclasses.replace(base, **overrides), args
 
 
-def run_main(name: str, cls, doc: str, argv, run) -> int:
-    """An experiment's ``main``: parse the flags, run, exit 2 on bad input.
-
-    Args:
-        name: the experiment (``python -m experiments.NAME``; its error lines start
-            with it).
-        cls: its config dataclass (see :func:`parse_config`).
-        doc: its module docstring (the first paragraph is the ``--help`` text).
-        argv: the arguments (None = ``sys.argv[1:]``).
-        run: ``run(cfg, fresh=..., report_only=...) -> exit code``.
-
-    Returns:
-        The exit code.
-    """
-    try:
-        cfg, args = parse_config(
-            cls,
-            argv,
-            prog=f"python -m experiments.{name}",
-            description=doc.split("\n\n")[0],
-        )
-        if args.fresh and args.report_only:
-            raise BadInput(
-                "--fresh with --report-only would discard every finished unit and "
-                "compute none; pass one of them"
-            )
-        if args.replay:
-            raise BadInput(
-                f"--replay: experiments.{name} does not record its rollouts yet"
-            )
-        return run(cfg, fresh=args.fresh, report_only=args.report_only)
-    except BadInput as err:
-        print(f"{name}: error: {err}", file=sys.stderr)
-        return 2
-
-
 def unfinished_line(data: dict) -> list[str]:
     """Report lines: the units a report-only run found unfinished, and the commits
     that computed the units when they are not all the report's own commit (a resumed
