@@ -74,7 +74,7 @@ def scale_line(data: dict) -> str:
 
 def _verdict(d: dict | None, lower_is_better: bool = True) -> str:
     if not d or d.get("ci95") is None:
-        return "cannot tell (fewer than 2 seeds)"
+        return "cannot tell (fewer than 2 seeds with a value)"
     lo, hi = d["ci95"]
     if hi < 0:
         return "lower" if lower_is_better else "worse"
