@@ -13,10 +13,12 @@ VOLATILE = ("started", "load_average_start", "load_average_end", "wall_s")
 
 
 def stable(data: dict) -> dict:
-    """A results object without its volatile provenance entries and its folder."""
+    """A results object without its volatile provenance entries, its record of the
+    invocations that computed it and its folder."""
     data = json.loads(json.dumps(data))
     for key in VOLATILE:
         data["provenance"].pop(key, None)
+    data.pop("runs", None)  # one entry per computing invocation: differs by design
     data["config"]["out"] = data["provenance"]["config"]["out"] = "OUT"
     return data
 
