@@ -90,6 +90,12 @@ def parse_config(cls, argv, *, prog: str, description: str):
         help="recompute every unit of DIR/results.json from DIR/rollouts.npz and "
         "report the numbers that differ",
     )
+    p.add_argument(
+        "--replay-units",
+        metavar="IDS",
+        default=None,
+        help="with --replay: only these comma-separated unit ids",
+    )
     for f in _flag_fields(cls):
         kind = {bool: _bool, int: int, float: float}.get(type(f.default), str)
         p.add_argument(
@@ -471,8 +477,11 @@ def main(exp, argv=None) -> int:
                 "--fresh with --report-only would discard every finished unit and "
                 "compute none; pass one of them"
             )
+        if args.replay_units and not args.replay:
+            raise BadInput("--replay-units needs --replay DIR")
         if args.replay:
-            return replay(exp, args.replay)
+            only = args.replay_units.split(",") if args.replay_units else None
+            return replay(exp, args.replay, only=only)
         return run(exp, cfg, fresh=args.fresh, report_only=args.report_only)
     except BadInput as err:
         print(f"{name}: error: {err}", file=sys.stderr)
@@ -543,7 +552,7 @@ def write_report(exp, out_dir: str, data: dict, timings: dict) -> None:
         fh.write(exp.report.markdown(data, timings))
 
 
-def replay(exp, src: str, *, tol: float = 1e-6) -> int:
+def replay(exp, src: str, *, tol: float = 1e-6, only: list[str] | None = None) -> int:
     """Recomputes every unit of ``src``/results.json from ``src``/rollouts.npz with
     the recorded config; writes ``src``/replay/replay.json (per unit: the largest
     relative difference and the keys above ``tol``) and prints one line. Exit 0 when
@@ -565,10 +574,15 @@ def replay(exp, src: str, *, tol: float = 1e-6) -> int:
     from theorycheck._progress import bar
 
     units = {u.id: u for u in exp.units(cfg)}
+    chosen = sorted(data["units"]) if only is None else only
+    unknown = [u for u in chosen if u not in data["units"]]
+    if unknown:
+        raise BadInput(f"--replay-units {', '.join(unknown)}: not in {path}")
     replayed = {}
-    for uid in bar(sorted(data["units"]), desc="replay", unit="unit"):
+    for uid in bar(chosen, desc="replay", unit="unit"):
         replayed[uid] = jsonable(exp.run_unit(ctx, cfg, units[uid]))
-    report = compare_units(data["units"], replayed, tol=tol)
+    recorded = {u: data["units"][u] for u in chosen}
+    report = compare_units(recorded, replayed, tol=tol)
     bad = [u for u, r in report.items() if r.get("missing") or r["over_tol"]]
     out_dir = os.path.join(os.path.dirname(path), "replay")
     os.makedirs(out_dir, exist_ok=True)

@@ -49,8 +49,21 @@ def scale_line(data: dict) -> str:
     seeds = sorted({u["seed"] for u in data["units"].values()})
     regimes = sorted({u["regime"] for u in data["units"].values()})
     small = max(tokens, default=0) < TARGET_TOKENS or len(seeds) < TARGET_SEEDS
-    load_avg = prov.get("load_average_end") or prov.get("load_average_start")
-    wall = prov.get("wall_s")
+    runs = data.get("runs") or [
+        {
+            "wall_s": prov.get("wall_s"),
+            "load_average_start": prov.get("load_average_start"),
+            "load_average_end": prov.get("load_average_end"),
+            "commit": prov.get("commit"),
+        }
+    ]
+    wall = sum(r["wall_s"] or 0 for r in runs) or None
+    load_avg = "; ".join(
+        f"{r.get('load_average_start')} at the start, {r.get('load_average_end')} at "
+        "the end"
+        for r in runs
+    )
+    computed = ", ".join(sorted({(r.get("commit") or "")[:12] for r in runs}))
     return (
         f"**Scale of the committed run:** `{cfg['model']}`, task `{cfg['task']}`, "
         f"{cfg['prompts']} prompts × {cfg['samples']} samples × {cfg['new_tokens']} "
@@ -65,8 +78,10 @@ def scale_line(data: dict) -> str:
             else ""
         )
         + (f"Wall time {wall / 60:.1f} min" if wall else "Wall time not recorded")
-        + f" on {prov.get('cpu_count')} CPU cores ({prov.get('cpu')}), load average "
-        f"{load_avg}; commit `{(prov.get('commit') or '')[:12]}`"
+        + f" in {len(runs)} invocation(s) on {prov.get('cpu_count')} CPU cores "
+        f"({prov.get('cpu')}) shared with other work, load average {load_avg}; units "
+        f"computed at commit `{computed}`, summarized at "
+        f"`{(prov.get('commit') or '')[:12]}`"
         + (" with uncommitted changes" if prov.get("dirty") else "")
         + f", {prov.get('started')}."
     )
