@@ -23,6 +23,7 @@ import docgen  # noqa: E402
 sys.path.insert(0, str(docgen.ROOT))
 
 from experiments import _rollout_report, _sign_report  # noqa: E402
+from experiments._sign_report import cell  # noqa: E402
 
 RESULTS = docgen.ROOT / "experiments" / "results"
 #: the default run's scale targets (the experiments' power requirement).
@@ -144,9 +145,28 @@ def probe_blocks(data: dict | None) -> dict[str, str]:
         return dict.fromkeys(names, _missing("sign_agreement"))
     tables = []
     for name, v in data["summary"].items():
+        st = v["stats"]
+        gap = st.get("rollouts/anchor_gap/max_abs_sampled_logp")
+        gap_line = (
+            [
+                "Anchor: the engine's teacher-forced rescoring of the recorded tokens "
+                "(what a replay recomputes); its largest difference from the "
+                "generating engine's own log-prob of the sampled token, per seed: "
+                f"{_sign_report.cell(gap, 3)} (top-K: "
+                f"{cell(st.get('rollouts/anchor_gap/max_abs_topk_logp'), 3)}).",
+                "",
+            ]
+            if gap
+            else []
+        )
+        zero = st.get("zero_signal/tokens")
         tables += [
             f"#### `{name}`: regime `{v['regime']}`, {len(v['seeds'])} seeds",
             "",
+            f"Updated tokens per seed {cell(st.get('updated_tokens'), 0)}, of which "
+            f"zero-signal (π = μ, counted apart) {cell(zero, 0)}.",
+            "",
+            *gap_line,
             "One-step sign metrics on the signal tokens (mean [95% bootstrap "
             "interval over seeds]):",
             "",
