@@ -2,11 +2,13 @@
 
 For one seed: the bfloat16 engine's generation (tokens, sampled log-probs, top-K) and
 the teacher-forced rescoring of the recorded tokens (the anchor a replay recomputes,
-``theorycheck.rl.rescore``), each computed twice in this process and once in a child
-process whose XLA CPU backend runs single-threaded (``--xla_cpu_multi_thread_eigen=false
-intra_op_parallelism_threads=1``: another partition of every matmul, the nearest this
-machine comes to another CPU). Writes ``results.json`` with, per comparison, whether the
-arrays are bit-identical and their largest absolute difference.
+``theorycheck.rl.rescore``; ``rescored_parent_tokens``: the first run's tokens rescored
+again, so that a difference is the rescoring's and not the sampler's), each computed
+twice in this process and once in a child process whose XLA CPU backend runs
+single-threaded (``--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1``:
+another partition of every matmul, the nearest this machine comes to another CPU).
+Writes ``results.json`` with, per comparison, whether the arrays are bit-identical and
+their largest absolute difference.
 
 Run ``python -m experiments.engine_determinism`` (SmolLM2-135M) or ``--tiny``.
 """
@@ -52,7 +54,24 @@ def _arrays(model, cfg, seed: int) -> dict:
         "sampled_logp": r.sampled_logp,
         "topk_logp": r.topk_logp,
         "rescored_sampled_logp": sampled,
+        "prompt_ids": r.prompt_ids,
+        "prompt_mask": r.prompt_mask,
     }
+
+
+def _rescore_given(model, given: dict) -> np.ndarray:
+    """The rescored anchor's log-prob of the sampled token, for recorded tokens."""
+    from theorycheck.rl import rescore
+
+    anchor = rescore(
+        model,
+        given["prompt_ids"],
+        given["prompt_mask"],
+        given["tokens"],
+        engine_dtype="bfloat16",
+        temperature=1.0,
+    )
+    return np.take_along_axis(anchor, given["tokens"][..., None], -1)[..., 0]
 
 
 def _compare(a: dict, b: dict) -> dict:
@@ -76,7 +95,10 @@ def _child(cfg: dict, path: str) -> None:
     from theorycheck.rl import tiny_model
 
     model = tiny_model() if cfg["model"] == "tiny" else load_model(cfg["model"])
-    np.savez(path, **_arrays(model, cfg, cfg["seed"]))
+    out = _arrays(model, cfg, cfg["seed"])
+    with np.load(path) as z:  # the parent's tokens, rescored here
+        out["rescored_parent_tokens"] = _rescore_given(model, dict(z))
+    np.savez(path, **out)
 
 
 def main(argv=None) -> int:
@@ -109,6 +131,7 @@ def main(argv=None) -> int:
     first = _arrays(model, cfg, args.seed)
     second = _arrays(model, cfg, args.seed)
     path = os.path.join(args.out, "child.npz")
+    np.savez(path, **first)
     env = dict(os.environ, XLA_FLAGS=SINGLE_THREAD)
     argv_child = [sys.executable, "-m", "experiments.engine_determinism"]
     argv_child += ["--child", path, "--seed", str(args.seed)]
@@ -117,6 +140,11 @@ def main(argv=None) -> int:
     with np.load(path) as z:
         child = {k: z[k] for k in z.files}
     os.remove(path)
+    given = {k: first[k] for k in ("prompt_ids", "prompt_mask", "tokens")}
+    first["rescored_parent_tokens"] = first["rescored_sampled_logp"]
+    second["rescored_parent_tokens"] = _rescore_given(model, given)
+    for arrays in (first, second, child):
+        arrays.pop("prompt_ids"), arrays.pop("prompt_mask")
     data = {
         "config": cfg,
         "provenance": _common.provenance(_common.RolloutConfig(), seeds=[args.seed]),
