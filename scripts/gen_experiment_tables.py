@@ -200,11 +200,18 @@ def rollout_block(data: dict | None) -> str:
     if data is None:
         return _missing("rollout_analysis")
     prov = data["provenance"]
+    runs = "; ".join(
+        f"computed at commit `{(r.get('commit') or '')[:12]}` in {r['wall_s'] / 60:.1f} "
+        f"min wall, load average {r.get('load_average_start')} → "
+        f"{r.get('load_average_end')}"
+        for r in data.get("runs", [])
+    )
     return "\n".join(
         [
             _rollout_report.section(data),
-            f"Commit `{(prov.get('commit') or '')[:12]}`, {prov.get('started')}, "
-            f"load average {prov.get('load_average_end')}.",
+            f"{runs or 'Computing invocation not recorded'}; summarized at commit "
+            f"`{(prov.get('commit') or '')[:12]}`, {prov.get('started')} "
+            f"({prov.get('cpu_count')} CPU cores shared with other work).",
         ]
     )
 
