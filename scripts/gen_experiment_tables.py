@@ -200,12 +200,13 @@ def rollout_block(data: dict | None) -> str:
     if data is None:
         return _missing("rollout_analysis")
     prov = data["provenance"]
-    runs = "; ".join(
-        f"computed at commit `{(r.get('commit') or '')[:12]}` in {r['wall_s'] / 60:.1f} "
-        f"min wall, load average {r.get('load_average_start')} → "
-        f"{r.get('load_average_end')}"
-        for r in data.get("runs", [])
-    )
+    parts = []
+    for r in data.get("runs", []):
+        load = f"{r.get('load_average_start')} → {r.get('load_average_end')}"
+        sha = (r.get("commit") or "")[:12]
+        wall = r["wall_s"] / 60
+        parts.append(f"computed at commit `{sha}` in {wall:.1f} min wall, load {load}")
+    runs = "; ".join(parts)
     return "\n".join(
         [
             _rollout_report.section(data),
