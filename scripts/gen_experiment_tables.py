@@ -50,6 +50,7 @@ def scale_line(data: dict) -> str:
     seeds = sorted({u["seed"] for u in data["units"].values()})
     regimes = sorted({u["regime"] for u in data["units"].values()})
     small = max(tokens, default=0) < TARGET_TOKENS or len(seeds) < TARGET_SEEDS
+    missing = data.get("missing_units") or []
     runs = data.get("runs") or [
         {
             "wall_s": prov.get("wall_s"),
@@ -71,6 +72,11 @@ def scale_line(data: dict) -> str:
         f"new tokens per seed, {len(seeds)} seeds ({seeds[0]}–{seeds[-1]}), regimes "
         f"{', '.join(f'`{r}`' for r in regimes)}; updated tokens per seed "
         f"{min(tokens)}–{max(tokens)} (median {sorted(tokens)[len(tokens) // 2]}). "
+        + (
+            f"**Not finished (in no number below):** {', '.join(missing)}. "
+            if missing
+            else ""
+        )
         + (
             f"This is **below the default run's scale** (≥ {TARGET_SEEDS} seeds × ≥ "
             f"{TARGET_TOKENS:,} updated tokens per seed): its intervals are wide and "
@@ -124,7 +130,8 @@ def conclusions(data: dict) -> list[str]:
                 f"share): {_sign_report.cell(d, 3)} → {_verdict(d)}; smallest "
                 f"detectable difference {d['mde']:.3f}."
                 if d.get("mde") is not None
-                else f"- {tag}: coupled − `{c}` unsafe keep {_sign_report.cell(d, 3)}."
+                else f"- {tag}: coupled − `{c}` unsafe keep {_sign_report.cell(d, 3)} "
+                "(one seed: no interval, no conclusion)."
             )
         d = diffs.get(
             "paper_4_2/run/ddot/unsafe_keep - paper_4_2/run/ratio/unsafe_keep"

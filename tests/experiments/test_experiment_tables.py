@@ -40,11 +40,9 @@ def test_a_changed_result_makes_its_blocks_stale(tmp_path):
         (tmp_path / page).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / page, tmp_path / page)
     (res / "sign_agreement" / "results.json").write_text(json.dumps(data))
-    if (ROOT / "experiments" / "results" / "rollout_analysis").exists():
-        shutil.copytree(
-            ROOT / "experiments" / "results" / "rollout_analysis",
-            res / "rollout_analysis",
-        )
+    for other in (ROOT / "experiments" / "results").iterdir():
+        if other.is_dir() and other.name != "sign_agreement":
+            shutil.copytree(other, res / other.name)
     assert docgen.stale_blocks(gen.blocks(res), tmp_path) == []
     variant = next(iter(data["summary"]))
     stat = data["summary"][variant]["stats"]["signal/ntk1/balanced_accuracy"]
