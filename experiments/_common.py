@@ -1,13 +1,26 @@
-"""Shared plumbing of the experiments: config from the command line, provenance,
-resumable JSON results, figures, markdown, data-parallel placement.
+"""Shared plumbing of the experiments: the one run loop, config from the command
+line, provenance, resumable JSON results, recorded rollouts, intervals, figures.
 
-* :func:`parse_config` builds ``--field-name VALUE`` flags from a frozen dataclass
+An experiment is a module with a frozen ``Config`` (extending
+``theorycheck.rl.RolloutConfig`` and, for trainer experiments,
+``theorycheck.rl.TrainConfig``: one flag per field), ``units(cfg)`` (the
+:class:`Unit` list), ``run_unit(ctx, cfg, unit)`` (one JSON-ready dict) and a report
+module with ``summarize(data)``, ``markdown(data, timings)``, ``figures(out, data)``
+and ``section(data)`` (the markdown ``theorycheck reproduce`` shows, from the results
+JSON). :func:`main` owns the rest:
+
+* :func:`parse_config` builds ``--field-name VALUE`` flags from the dataclass
   (``--tiny`` switches to the class's ``tiny()`` config first; explicit flags win).
-* :class:`ResultStore` keeps ``results.json`` = ``{"provenance", "units": {id: ...}}``
-  and writes it atomically after every finished unit, so a killed run restarted with
-  the same config skips the finished units and ends with the same JSON. Wall-clock
-  times go to a separate ``timings.json`` (they differ between runs).
-* :func:`provenance`: commit, versions, seeds and the config.
+* :class:`ResultStore` keeps ``results.json`` = ``{"config", "provenance", "units",
+  "summary"}`` and writes it atomically after every finished unit, so a killed run
+  restarted with the same config skips the finished units and ends with the same
+  JSON. Wall-clock times go to a separate ``timings.json``.
+* :class:`RolloutBank` keeps each seed's rollout batch compactly in
+  ``rollouts.npz`` beside it (``theorycheck.rl.record``), so that ``--replay DIR``
+  recomputes every unit from the recorded rollouts (never regenerating them) and
+  reports every per-unit number that differs.
+* :func:`provenance`: the one record (``theorycheck.reproduce.provenance``) plus the
+  config, seeds, wall time and load average at the end.
 """
 
 from __future__ import annotations
@@ -19,6 +32,7 @@ import os
 import platform
 import sys
 from importlib import metadata
+from typing import Any
 
 import numpy as np
 
@@ -39,20 +53,12 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
 
 
-@dataclasses.dataclass(frozen=True)
-class RolloutConfig:
-    """The settings every experiment shares: the model, the verifiable task, the
-    rollout batch per seed and the seeds (each is a ``--flag``)."""
+from theorycheck.rl import RolloutConfig  # noqa: E402  (re-exported)
 
-    model: str = "smollm2"
-    task: str = "addition"
-    prompts: int = 2
-    samples: int = 8
-    new_tokens: int = 8
-    topk: int = 20
-    temperature: float = 1.0
-    seeds: int = 5
-    first_seed: int = 0
+
+def _flag_fields(cls):
+    """The fields settable from the command line (tuple-valued ones are not)."""
+    return [f for f in dataclasses.fields(cls) if not isinstance(f.default, tuple)]
 
 
 def parse_config(cls, argv, *, prog: str, description: str):
@@ -77,7 +83,20 @@ def parse_config(cls, argv, *, prog: str, description: str):
         action="store_true",
         help="write the report from the finished units; compute nothing new",
     )
-    for f in dataclasses.fields(cls):
+    p.add_argument(
+        "--replay",
+        metavar="DIR",
+        default=None,
+        help="recompute every unit of DIR/results.json from DIR/rollouts.npz and "
+        "report the numbers that differ",
+    )
+    p.add_argument(
+        "--replay-units",
+        metavar="IDS",
+        default=None,
+        help="with --replay: only these comma-separated unit ids",
+    )
+    for f in _flag_fields(cls):
         kind = {bool: _bool, int: int, float: float}.get(type(f.default), str)
         p.add_argument(
             _flag(f.name), type=kind, default=None, help=f"default {f.default!r}"
@@ -86,42 +105,10 @@ def parse_config(cls, argv, *, prog: str, description: str):
     base = cls.tiny() if args.tiny else cls()
     overrides = {
         f.name: getattr(args, f.name)
-        for f in dataclasses.fields(cls)
+        for f in _flag_fields(cls)
         if getattr(args, f.name) is not None
     }
     return dataclasses.replace(base, **overrides), args
-
-
-def run_main(name: str, cls, doc: str, argv, run) -> int:
-    """An experiment's ``main``: parse the flags, run, exit 2 on bad input.
-
-    Args:
-        name: the experiment (``python -m experiments.NAME``; its error lines start
-            with it).
-        cls: its config dataclass (see :func:`parse_config`).
-        doc: its module docstring (the first paragraph is the ``--help`` text).
-        argv: the arguments (None = ``sys.argv[1:]``).
-        run: ``run(cfg, fresh=..., report_only=...) -> exit code``.
-
-    Returns:
-        The exit code.
-    """
-    try:
-        cfg, args = parse_config(
-            cls,
-            argv,
-            prog=f"python -m experiments.{name}",
-            description=doc.split("\n\n")[0],
-        )
-        if args.fresh and args.report_only:
-            raise BadInput(
-                "--fresh with --report-only would discard every finished unit and "
-                "compute none; pass one of them"
-            )
-        return run(cfg, fresh=args.fresh, report_only=args.report_only)
-    except BadInput as err:
-        print(f"{name}: error: {err}", file=sys.stderr)
-        return 2
 
 
 def unfinished_line(data: dict) -> list[str]:
@@ -137,7 +124,10 @@ def unfinished_line(data: dict) -> list[str]:
     for unit, sha in sorted(data.get("unit_commits", {}).items()):
         if unit in data.get("units", {}):
             by_commit.setdefault(sha, []).append(unit)
-    if set(by_commit) - {data.get("provenance", {}).get("commit")}:
+    prov = data.get("provenance", {})
+    own = prov.get("commit")
+    own = f"{own}+dirty" if own and prov.get("dirty") else own
+    if set(by_commit) - {own}:
         parts = [f"`{sha}` ({len(units)} units)" for sha, units in by_commit.items()]
         out += [f"**Units computed at commits:** {', '.join(parts)}.", ""]
     return out
@@ -154,25 +144,21 @@ def versions() -> dict[str, str]:
     return out
 
 
-def commit() -> str | None:
-    """The repository's HEAD commit (suffixed ``+dirty`` with local changes)."""
-    from theorycheck._git import git
+def commit() -> dict:
+    """``{"commit", "dirty"}`` of the repository (``theorycheck.reproduce.git_state``:
+    the one definition of "dirty")."""
+    from theorycheck.reproduce import git_state
 
-    head = git("rev-parse", "HEAD")
-    if head is None:
-        return None
-    dirty = git("status", "--porcelain", "--untracked-files=no")
-    return head + ("+dirty" if dirty else "")
+    return git_state()
 
 
-def provenance(config, *, seeds) -> dict:
-    """Commit, versions, seeds and the config (a JSON-ready dict)."""
-    return {
-        "commit": commit(),
-        "versions": versions(),
-        "seeds": list(seeds),
-        "config": dataclasses.asdict(config),
-    }
+def provenance(config, *, seeds, **extra) -> dict:
+    """The one provenance record (``theorycheck.reproduce.provenance``: commit,
+    dirty, versions, machine, load average, start) with the seeds, the config and
+    ``extra`` (wall time, load average at the end)."""
+    from theorycheck.reproduce import provenance as record
+
+    return record(seeds=list(seeds), config=dataclasses.asdict(config), **extra)
 
 
 def jsonable(obj):
@@ -215,7 +201,10 @@ class ResultStore:
         self.path = os.path.join(out_dir, "results.json")
         self.timings_path = os.path.join(out_dir, "timings.json")
         want = jsonable(dataclasses.asdict(config))
-        same = lambda a: {k: v for k, v in a.items() if k != "out"}  # noqa: E731
+        # a unit's numbers do not depend on the output folder or on how many seeds
+        # the run has: a run may be extended (or reported) with more or fewer seeds
+        loose = ("out", "seeds", "first_seed")
+        same = lambda a: {k: v for k, v in a.items() if k not in loose}  # noqa: E731
         self.data = {"config": want, "units": {}}
         self.timings: dict = {}
         if not fresh and os.path.exists(self.path):
@@ -226,7 +215,7 @@ class ResultStore:
                     f"{self.path} holds a run with another config; pass --fresh or "
                     "another --out"
                 )
-            self.data = old
+            self.data = {**old, "config": want}
             if os.path.exists(self.timings_path):
                 with open(self.timings_path) as fh:
                     self.timings = json.load(fh)
@@ -239,7 +228,11 @@ class ResultStore:
         """Records a finished unit (and the commit that computed it) and writes the
         file."""
         self.data["units"][unit] = jsonable(result)
-        self.data.setdefault("unit_commits", {})[unit] = commit()
+        state = commit()
+        sha = state["commit"]
+        self.data.setdefault("unit_commits", {})[unit] = (
+            f"{sha}+dirty" if sha and state["dirty"] else sha
+        )
         write_json(self.path, self.data)
         if seconds is not None:
             self.timings[unit] = seconds
@@ -292,8 +285,342 @@ def log(message: str) -> None:
     stage(message)
 
 
+@dataclasses.dataclass(frozen=True)
+class Unit:
+    """One unit of an experiment: its id in ``results.json``, its seed, the rollout
+    engine whose batch it uses (``"bfloat16"``/``"float32"``) and the experiment's own
+    settings (``spec``, e.g. a variant's overrides)."""
+
+    id: str
+    seed: int
+    engine: str = "bfloat16"
+    spec: Any = None
+
+
+class RolloutBank:
+    """Each seed's recorded rollout batch, ``rollouts.npz`` beside ``results.json``.
+
+    Keys ``<batch>.<field>`` with ``batch = seed<s>.<engine>`` and the fields of
+    ``theorycheck.rl.record``; the file is rewritten atomically when a batch is added
+    (a few hundred kB per batch: no vocabulary-sized array).
+    """
+
+    def __init__(self, out_dir: str, *, fresh: bool = False, path: str | None = None):
+        self.path = path or os.path.join(out_dir, "rollouts.npz")
+        self.arrays: dict[str, np.ndarray] = {}
+        if not fresh and os.path.exists(self.path):
+            with np.load(self.path) as z:
+                self.arrays = {k: z[k] for k in z.files}
+
+    @staticmethod
+    def key(seed: int, engine: str) -> str:
+        return f"seed{seed}.{engine}"
+
+    def get(self, seed: int, engine: str) -> dict | None:
+        """The recorded arrays of one batch (None when absent)."""
+        prefix = self.key(seed, engine) + "."
+        rec = {
+            k[len(prefix) :]: v for k, v in self.arrays.items() if k.startswith(prefix)
+        }
+        return rec or None
+
+    def put(self, seed: int, engine: str, rec: dict, meta: dict) -> None:
+        """Adds a batch (``meta``: small JSON-ready facts, e.g. the prompt draw)."""
+        prefix = self.key(seed, engine) + "."
+        for k, v in rec.items():
+            self.arrays[prefix + k] = np.asarray(v)
+        self.arrays[prefix + "meta"] = np.asarray(json.dumps(jsonable(meta)))
+        tmp = self.path + ".tmp.npz"
+        np.savez_compressed(tmp, **self.arrays)
+        os.replace(tmp, self.path)
+
+
+class Context:
+    """What the units of one run share: the lazily loaded model and each seed's
+    rollouts (generated once and recorded, or read back from the record on
+    ``--replay``).
+
+    Args:
+        cfg: the run's config (``model``, the rollout settings).
+        bank: the :class:`RolloutBank` to write (a run) or read (a replay).
+        generate: ``generate(ctx, seed, engine) -> (Rollouts, meta)``, the
+            experiment's sampler (dynamic sampling and the like).
+        replay: read every batch from ``bank``; generating one is an error.
+    """
+
+    def __init__(self, cfg, bank: RolloutBank, generate, *, replay: bool = False):
+        self.cfg, self.bank, self._generate, self.replay = cfg, bank, generate, replay
+        self._model = None
+        self._cache: dict = {}
+
+    @property
+    def model(self):
+        if self._model is None:
+            from theorycheck.models import load_model
+            from theorycheck.rl import tiny_model
+
+            log(f"loading {self.cfg.model}")
+            self._model = (
+                tiny_model() if self.cfg.model == "tiny" else load_model(self.cfg.model)
+            )
+        return self._model
+
+    def rollouts(self, seed: int, engine: str, *, anchor: bool = True):
+        """``(Rollouts, meta)`` of one seed and engine, rebuilt from the record (the
+        anchor recomputed by ``theorycheck.rl.rescore``) in a run and its replay."""
+        from theorycheck.rl import from_record, record
+
+        key = (seed, engine, anchor)
+        if key in self._cache:
+            return self._cache[key]
+        rec = self.bank.get(seed, engine)
+        if rec is None:
+            if self.replay:
+                raise BadInput(
+                    f"{self.bank.path} holds no rollouts of seed {seed} ({engine})"
+                )
+            log(f"seed {seed}: rollouts ({engine} engine)")
+            rollouts, meta = self._generate(self, seed, engine)
+            self.bank.put(seed, engine, record(rollouts), meta)
+            rec = self.bank.get(seed, engine)
+        meta = json.loads(str(rec.pop("meta")))
+        out = from_record(
+            self.model,
+            rec,
+            engine_dtype=engine,
+            temperature=self.cfg.temperature,
+            anchor=anchor,
+            tokenizer=self.model[2],
+        )
+        self._cache = {key: (out, meta)}  # one batch at a time (memory)
+        return out, meta
+
+
+def bootstrap_ci(values, *, reps: int = 2000, seed: int = 0) -> list | None:
+    """95% percentile bootstrap interval of the mean over seeds (None values left
+    out; None with fewer than 2 values).
+
+    Examples:
+        >>> lo, hi = bootstrap_ci([1.0, 2.0, 3.0, 4.0])
+        >>> 1.0 <= lo <= 2.5 <= hi <= 4.0
+        True
+    """
+    xs = np.array([v for v in values if v is not None], np.float64)
+    if len(xs) < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    means = xs[rng.integers(0, len(xs), (reps, len(xs)))].mean(axis=1)
+    return [float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))]
+
+
+def stat(values) -> dict:
+    """``{"mean", "se", "n", "ci95"}`` over seeds; ``mde``: the smallest difference
+    from 0 a two-sided 5% test over these seeds detects with 80% power,
+    :math:`(z_{0.975} + z_{0.8})\\,s/\\sqrt n` (normal approximation)."""
+    from theorycheck.probes import mean_se
+
+    out = mean_se(values)
+    out["ci95"] = bootstrap_ci(values)
+    out["mde"] = None if out["se"] is None else float(2.8016 * out["se"])
+    return out
+
+
+def flatten(tree, prefix: str = "") -> dict[str, float]:
+    """Every number of a nested dict/list as ``{"a/b/0/c": value}``."""
+    out: dict[str, float] = {}
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            out.update(flatten(v, f"{prefix}{k}/"))
+    elif isinstance(tree, list):
+        for i, v in enumerate(tree):
+            out.update(flatten(v, f"{prefix}{i}/"))
+    elif isinstance(tree, int | float) and not isinstance(tree, bool):
+        out[prefix[:-1]] = float(tree)
+    return out
+
+
+def compare_units(recorded: dict, replayed: dict, *, tol: float = 1e-6) -> dict:
+    """Every per-unit number of ``replayed`` against ``recorded``: per unit the
+    largest difference, relative to ``max(1, |recorded|)``, and the keys above
+    ``tol`` (and keys present in only one of them)."""
+    out = {}
+    for unit, rec in sorted(recorded.items()):
+        if unit not in replayed:
+            out[unit] = {"missing": True}
+            continue
+        a, b = flatten(rec), flatten(replayed[unit])
+        diffs = {k: abs(a[k] - b[k]) / max(1.0, abs(a[k])) for k in a.keys() & b.keys()}
+        only = sorted(a.keys() ^ b.keys())
+        worst = max(diffs.values(), default=0.0)
+        out[unit] = {
+            "max_rel_diff": worst,
+            "over_tol": sorted(k for k, d in diffs.items() if d > tol),
+            "keys_in_one_only": only,
+            "numbers": len(diffs),
+        }
+    return out
+
+
+def main(exp, argv=None) -> int:
+    """The run loop of an experiment module ``exp`` (module docstring): parse the
+    flags, then run, report only or replay; exit 2 on bad input."""
+    name = exp.__name__.rsplit(".", 1)[-1]
+    try:
+        cfg, args = parse_config(
+            exp.Config,
+            argv,
+            prog=f"python -m experiments.{name}",
+            description=exp.__doc__.split("\n\n")[0],
+        )
+        if args.fresh and args.report_only:
+            raise BadInput(
+                "--fresh with --report-only would discard every finished unit and "
+                "compute none; pass one of them"
+            )
+        if args.replay_units and not args.replay:
+            raise BadInput("--replay-units needs --replay DIR")
+        if args.replay:
+            only = args.replay_units.split(",") if args.replay_units else None
+            return replay(exp, args.replay, only=only)
+        return run(exp, cfg, fresh=args.fresh, report_only=args.report_only)
+    except BadInput as err:
+        print(f"{name}: error: {err}", file=sys.stderr)
+        return 2
+
+
+def _setup_jax() -> None:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+
+
+def run(exp, cfg, *, fresh: bool = False, report_only: bool = False) -> int:
+    """Runs every unfinished unit of ``exp.units(cfg)``, then writes results.json
+    (summary, provenance), report.md and the figures into ``cfg.out``."""
+    import time
+
+    from theorycheck._progress import bar
+    from theorycheck.reproduce import load_average
+
+    _setup_jax()
+    units = exp.units(cfg)
+    store = ResultStore(cfg.out, cfg, fresh=fresh)
+    bank = RolloutBank(cfg.out, fresh=fresh)
+    ctx = Context(cfg, bank, exp.generate)
+    start, load0, computed = time.time(), load_average(), []
+    for unit in bar(units, desc=exp.__name__.rsplit(".", 1)[-1], unit="unit"):
+        if store.done(unit.id) or report_only:
+            continue
+        t0 = time.perf_counter()
+        log(f"{unit.id}: running")
+        store.save(
+            unit.id, exp.run_unit(ctx, cfg, unit), seconds=time.perf_counter() - t0
+        )
+        computed.append(unit.id)
+    ids = {u.id for u in units}
+    missing = [u.id for u in units if not store.done(u.id)]
+    # the units of this config only (a run reported with fewer seeds drops the rest)
+    store.data["units"] = {k: v for k, v in store.data["units"].items() if k in ids}
+    if computed:
+        store.data.setdefault("runs", []).append(
+            {
+                "units": len(computed),
+                "wall_s": round(time.time() - start, 1),
+                "load_average_start": load0,
+                "load_average_end": load_average(),
+                **commit(),
+            }
+        )
+    extra = {"load_average_end": load_average()}
+    runs = store.data.get("runs", [])
+    if runs:
+        extra["wall_s"] = round(sum(r["wall_s"] for r in runs), 1)
+    data = store.finish(
+        provenance=provenance(cfg, seeds=cfg.seed_list(), **extra),
+        missing_units=missing,
+    )
+    data = store.finish(summary=exp.report.summarize(data))
+    write_report(exp, cfg.out, data, store.timings)
+    print(os.path.join(cfg.out, "report.md"))
+    return 0
+
+
+def write_report(exp, out_dir: str, data: dict, timings: dict) -> None:
+    """report.md and the figures of ``exp``'s report module."""
+    exp.report.figures(out_dir, data)
+    with open(os.path.join(out_dir, "report.md"), "w") as fh:
+        fh.write(exp.report.markdown(data, timings))
+
+
+def replay(exp, src: str, *, tol: float = 1e-6, only: list[str] | None = None) -> int:
+    """Recomputes every unit of ``src``/results.json from ``src``/rollouts.npz with
+    the recorded config; writes ``src``/replay/replay.json (per unit: the largest
+    relative difference and the keys above ``tol``) and prints one line. Exit 0 when
+    every number agrees to ``tol``, 1 otherwise."""
+    path = src if src.endswith(".json") else os.path.join(src, "results.json")
+    if not os.path.exists(path):
+        raise BadInput(f"--replay {src}: no results.json there")
+    with open(path) as fh:
+        data = json.load(fh)
+    known = {f.name for f in dataclasses.fields(exp.Config)}
+    cfg = exp.Config(
+        **{k: _untuple(v) for k, v in data["config"].items() if k in known}
+    )
+    _setup_jax()
+    bank = RolloutBank("", path=os.path.join(os.path.dirname(path), "rollouts.npz"))
+    if not bank.arrays:
+        raise BadInput(f"--replay {src}: no rollouts.npz beside results.json")
+    ctx = Context(cfg, bank, exp.generate, replay=True)
+    from theorycheck._progress import bar
+
+    units = {u.id: u for u in exp.units(cfg)}
+    chosen = sorted(data["units"]) if only is None else only
+    unknown = [u for u in chosen if u not in data["units"]]
+    if unknown:
+        raise BadInput(f"--replay-units {', '.join(unknown)}: not in {path}")
+    replayed = {}
+    for uid in bar(chosen, desc="replay", unit="unit"):
+        replayed[uid] = jsonable(exp.run_unit(ctx, cfg, units[uid]))
+    recorded = {u: data["units"][u] for u in chosen}
+    report = compare_units(recorded, replayed, tol=tol)
+    bad = [u for u, r in report.items() if r.get("missing") or r["over_tol"]]
+    out_dir = os.path.join(os.path.dirname(path), "replay")
+    os.makedirs(out_dir, exist_ok=True)
+    write_json(
+        os.path.join(out_dir, "replay.json"),
+        {"tol": tol, "units": report, "provenance": provenance(cfg, seeds=[])},
+    )
+    worst = max((r.get("max_rel_diff", 0.0) for r in report.values()), default=0.0)
+    print(
+        f"replay: {len(report)} units, largest relative difference {worst:.1e}, "
+        f"{len(bad)} with numbers over {tol:g}"
+        + (f" ({', '.join(bad[:5])})" if bad else "")
+    )
+    return 1 if bad else 0
+
+
+def _untuple(v):
+    return (
+        tuple(tuple(x) if isinstance(x, list) else x for x in v)
+        if isinstance(v, list)
+        else v
+    )
+
+
 __all__ = [
+    "Context",
     "ResultStore",
+    "RolloutBank",
+    "RolloutConfig",
+    "Unit",
+    "bootstrap_ci",
+    "compare_units",
+    "flatten",
+    "main",
+    "replay",
+    "run",
+    "stat",
+    "write_report",
     "commit",
     "data_sharding",
     "jsonable",

@@ -27,11 +27,16 @@ def _series(runs: list[dict], key: str) -> list:
         return [None if np.all(np.isnan(c)) else float(np.nanmean(c)) for c in x.T]
 
 
-def summarize(units: dict, losses: list[str], fixed: list[str]) -> dict:
-    """Mean ± standard error over seeds, per loss (bounds) and per fixed-target loss.
+def summarize(data: dict) -> dict:
+    """Mean ± standard error over seeds, per loss (bounds) and per fixed-target loss
+    of the run's config; ``reach`` (the reachable-target scan) is None when the run
+    has no such units."""
+    names = lambda t: [n.strip() for n in t.split(",") if n.strip()]  # noqa: E731
+    cfg = data["config"]
+    return _summarize(data["units"], names(cfg["losses"]), names(cfg["fixed_losses"]))
 
-    ``reach`` (the reachable-target scan) is None when the run has no such units.
-    """
+
+def _summarize(units: dict, losses: list[str], fixed: list[str]) -> dict:
     out: dict = {"bounds": {}, "fixed": {}, "reach": _reachable_report.summarize(units)}
     for loss in losses:
         runs = _units(units, "bounds", loss)
@@ -223,11 +228,9 @@ def markdown(data: dict, timings: dict) -> str:
     return "\n".join(rows)
 
 
-def figures(data: dict, out_dir: str) -> None:
-    """bounds.png (norms and bounds per step) and fixed_target.png (loss curves).
-
-    A figure whose units the run does not have is not drawn.
-    """
+def figures(out_dir: str, data: dict) -> None:
+    """bounds.png (norms and bounds per step), fixed_target.png (loss curves) and
+    reach.png; a figure whose units the run does not have is not drawn."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -237,6 +240,7 @@ def figures(data: dict, out_dir: str) -> None:
         _bounds_figure(s["bounds"], os.path.join(out_dir, "bounds.png"))
     if s["fixed"]:
         _fixed_figure(s["fixed"], os.path.join(out_dir, "fixed_target.png"))
+    _reachable_report.figure(s.get("reach"), os.path.join(out_dir, "reach.png"))
 
 
 def _bounds_figure(bounds: dict, path: str) -> None:
@@ -278,11 +282,8 @@ def _fixed_figure(fixed: dict, path: str) -> None:
     _common.savefig(fig, path)
 
 
-def write(out_dir: str, data: dict, timings: dict) -> None:
-    """Writes report.md and the figures."""
-    figures(data, out_dir)
-    _reachable_report.figure(
-        data["summary"].get("reach"), os.path.join(out_dir, "reach.png")
-    )
-    with open(os.path.join(out_dir, "report.md"), "w") as fh:
-        fh.write(markdown(data, timings))
+def section(data: dict) -> str:
+    """The markdown ``theorycheck reproduce`` shows: the report's tables, rendered
+    from the results JSON (no figures, no title)."""
+    body = markdown(data, {}).split("\n")[1:]
+    return "\n".join(ln for ln in body if not ln.startswith("!["))

@@ -52,8 +52,18 @@ def _curve(steps: list[dict], stat: str) -> list:
         return [None if np.all(np.isnan(c)) else float(np.nanmean(c)) for c in x.T]
 
 
-def summarize(units: dict, losses: list[str], subsets: list[str]) -> dict:
-    """Mean ± standard error over seeds per (loss, subset, steps m)."""
+def _names(text: str) -> list[str]:
+    return [n.strip() for n in text.split(",") if n.strip()]
+
+
+def summarize(data: dict) -> dict:
+    """Mean ± standard error over seeds per (loss, subset, steps m) of the run's
+    config."""
+    cfg = data["config"]
+    return _summarize(data["units"], _names(cfg["losses"]), _names(cfg["subsets"]))
+
+
+def _summarize(units: dict, losses: list[str], subsets: list[str]) -> dict:
     out = {}
     for loss in losses:
         for sub in subsets:
@@ -180,8 +190,13 @@ def figure(data: dict, path: str) -> None:
     _common.savefig(fig, path)
 
 
-def write(out_dir: str, data: dict, timings: dict) -> None:
-    """Writes report.md and the figure."""
+def figures(out_dir: str, data: dict) -> None:
+    """residual_vs_alpha.png."""
     figure(data, os.path.join(out_dir, "residual_vs_alpha.png"))
-    with open(os.path.join(out_dir, "report.md"), "w") as fh:
-        fh.write(markdown(data, timings))
+
+
+def section(data: dict) -> str:
+    """The markdown ``theorycheck reproduce`` shows: the report's tables, rendered
+    from the results JSON (no figures, no title)."""
+    body = markdown(data, {}).split("\n")[1:]
+    return "\n".join(ln for ln in body if not ln.startswith("!["))

@@ -22,17 +22,17 @@ DERIVED/INFERRED and are the spec):
   L(θ*) = 0 exactly; the ratio ⟨∇_θL, θ−θ*⟩/⟨∇_zL, z−z*⟩ (the needed inequality is
   ratio ≥ 1/2) and the linearization residual at θ* per s.
 
-Run ``python -m experiments.gradient_bounds`` (SmolLM2-135M) or ``--tiny``. Outputs in
-``--out``: results.json (resumable), timings.json, report.md, PNG figures.
+Run ``python -m experiments.gradient_bounds`` (SmolLM2-135M) or ``--tiny``;
+``--replay DIR`` recomputes every unit from DIR/rollouts.npz. Outputs in ``--out``:
+results.json (resumable), rollouts.npz, timings.json, report.md, PNG figures.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
-import time
 
 from experiments import _common, _reachable
+from experiments import _gradient_report as report  # noqa: F401  (the runner's)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -277,11 +277,6 @@ def jr_key(seed: int):
     return jr.key(7919 + seed)
 
 
-def main(argv=None) -> int:
-    """Runs the experiment; returns the exit code (2 on bad input)."""
-    return _common.run_main("gradient_bounds", Config, __doc__, argv, _run)
-
-
 def _check(cfg: Config) -> tuple[list[str], list[str], list[float]]:
     from theorycheck._errors import BadInput
     from theorycheck.losses import LOSSES
@@ -310,50 +305,47 @@ def _check(cfg: Config) -> tuple[list[str], list[str], list[float]]:
     return losses, fixed, scales
 
 
-def _run(cfg: Config, *, fresh: bool, report_only: bool = False) -> int:
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
-    from experiments import _gradient_report
-    from experiments.linearization import _load, rollouts_for
-    from theorycheck._progress import bar
-
+def units(cfg: Config) -> list[_common.Unit]:
+    """bounds/fixed/reach units, seed-major (a stopped run covers every kind), each
+    on the bfloat16 engine's rollouts of its seed (regime ``bf16_engine``)."""
     losses, fixed, scales = _check(cfg)
-    seeds = list(range(cfg.first_seed, cfg.first_seed + cfg.seeds))
-    store = _common.ResultStore(cfg.out, cfg, fresh=fresh)
-    units = [(s, "bounds", n) for s in seeds for n in losses] + [
-        (s, "fixed", n) for s in seeds for n in fixed
-    ]
-    units += [(s, "reach", _reachable.LOSS) for s in seeds if scales]
-    units.sort(key=lambda u: u[0])  # seed-major: a stopped run covers every kind
-    model, rollouts = None, {}
-    for seed, kind, name in bar(units, desc="gradient bounds", unit="unit"):
-        unit = f"{kind}/{name}/seed{seed}"
-        if store.done(unit) or report_only:
-            continue
-        t0 = time.perf_counter()
-        if model is None:
-            _common.log(f"loading {cfg.model}")
-            model = _load(cfg)
-        if seed not in rollouts:
-            rollouts.clear()
-            _common.log(f"seed {seed}: rollouts")
-            rollouts[seed] = rollouts_for(cfg, model, seed)
-        _common.log(unit)
-        run = {"bounds": bounds_unit, "fixed": fixed_unit, "reach": reach_unit}[kind]
-        result = run(cfg, model, rollouts[seed], name, seed)
-        result["reward_mean"] = float(rollouts[seed].reward.mean())
-        store.save(unit, result, seconds=time.perf_counter() - t0)
-    summary = _gradient_report.summarize(store.data["units"], losses, fixed)
-    names = [f"{kind}/{name}/seed{seed}" for seed, kind, name in units]
-    data = store.finish(
-        provenance=_common.provenance(cfg, seeds=seeds),
-        summary=summary,
-        missing_units=[u for u in names if not store.done(u)],
+    out = []
+    for s in cfg.seed_list():
+        kinds = [("bounds", n) for n in losses] + [("fixed", n) for n in fixed]
+        kinds += [("reach", _reachable.LOSS)] if scales else []
+        out += [
+            _common.Unit(f"{k}/{n}/seed{s}", s, "bfloat16", (k, n)) for k, n in kinds
+        ]
+    return out
+
+
+def generate(ctx: _common.Context, seed: int, engine: str):
+    """One seed's rollouts (those of ``experiments.linearization``)."""
+    from experiments.linearization import rollouts_for
+
+    return rollouts_for(ctx.cfg, ctx.model, seed), {}
+
+
+def run_unit(ctx: _common.Context, cfg: Config, unit: _common.Unit) -> dict:
+    """One unit from its seed's recorded rollouts."""
+    kind, name = unit.spec
+    rollouts, _ = ctx.rollouts(unit.seed, unit.engine)
+    run = {"bounds": bounds_unit, "fixed": fixed_unit, "reach": reach_unit}[kind]
+    out = run(cfg, ctx.model, rollouts, name, unit.seed)
+    out.update(
+        variant=f"{kind}/{name}",
+        seed=unit.seed,
+        regime="bf16_engine",
+        reward_mean=float(rollouts.reward.mean()),
     )
-    _gradient_report.write(cfg.out, data, store.timings)
-    print(os.path.join(cfg.out, "report.md"))
-    return 0
+    return out
+
+
+def main(argv=None) -> int:
+    """Runs the experiment; returns the exit code (2 on bad input)."""
+    import sys
+
+    return _common.main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

@@ -15,17 +15,17 @@ steps, :math:`\Delta\theta_m = \theta_m - \theta_0`, and for scaled updates
 (one ``jax.jvp``, evaluated in float64) and the first-order prediction errors of
 Δlog π_k, ΔD(μ‖π) and Δloss; the α at which the median residual exceeds 10% and 50%.
 
-Run ``python -m experiments.linearization`` (SmolLM2-135M) or ``--tiny``. Outputs in
-``--out``: results.json (resumable), timings.json, report.md, PNG figures.
+Run ``python -m experiments.linearization`` (SmolLM2-135M) or ``--tiny``;
+``--replay DIR`` recomputes every unit from DIR/rollouts.npz. Outputs in ``--out``:
+results.json (resumable), rollouts.npz, timings.json, report.md, PNG figures.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
-import time
 
 from experiments import _common
+from experiments import _linearization_report as report  # noqa: F401  (the runner's)
 
 LEVELS = (0.1, 0.5)
 
@@ -107,7 +107,9 @@ def _blocks(subset: str, num_layers: int) -> int:
     return int(subset)
 
 
-def run_unit(cfg: Config, model, rollouts, loss: str, subset: str, seed: int) -> dict:
+def linearization_unit(
+    cfg: Config, model, rollouts, loss: str, subset: str, seed: int
+) -> dict:
     """One (loss, subset, seed): train M steps, residual curves after 1 and M steps."""
     import jax
     import jax.numpy as jnp
@@ -197,25 +199,52 @@ def run_unit(cfg: Config, model, rollouts, loss: str, subset: str, seed: int) ->
     return out
 
 
+def units(cfg: Config) -> list[_common.Unit]:
+    """(loss, subset, seed) units, seed-major, every one on the bfloat16 engine's
+    rollouts of its seed (regime ``bf16_engine``)."""
+    from theorycheck.losses import LOSSES
+
+    losses = _names(cfg.losses, "losses", LOSSES)
+    subsets = _names(cfg.subsets, "subsets")
+    alphas(cfg)
+    return [
+        _common.Unit(f"{loss}/{sub}/seed{s}", s, "bfloat16", (loss, sub))
+        for s in cfg.seed_list()
+        for sub in subsets
+        for loss in losses
+    ]
+
+
+def generate(ctx: _common.Context, seed: int, engine: str):
+    """One seed's rollouts (``rewards = coin``: fair coins drawn from the seed)."""
+    return rollouts_for(ctx.cfg, ctx.model, seed), {}
+
+
+def run_unit(ctx: _common.Context, cfg: Config, unit: _common.Unit) -> dict:
+    """One unit from its seed's recorded rollouts."""
+    loss, sub = unit.spec
+    rollouts, _ = ctx.rollouts(unit.seed, unit.engine)
+    out = linearization_unit(cfg, ctx.model, rollouts, loss, sub, unit.seed)
+    out.update(
+        variant=f"{loss}/{sub}",
+        seed=unit.seed,
+        regime="bf16_engine",
+        reward_mean=float(rollouts.reward.mean()),
+    )
+    return out
+
+
 def main(argv=None) -> int:
     """Runs the experiment; returns the exit code (2 on bad input)."""
-    return _common.run_main("linearization", Config, __doc__, argv, _run)
+    import sys
 
-
-def _load(cfg: Config):
-    from theorycheck.models import load_model
-    from theorycheck.rl import tiny_model
-
-    return tiny_model() if cfg.model == "tiny" else load_model(cfg.model)
-
-
-def _rollouts(cfg: Config, model, seed: int):
-    return rollouts_for(cfg, model, seed)
+    return _common.main(sys.modules[__name__], argv)
 
 
 def rollouts_for(cfg, model, seed: int):
-    """Rollouts of one seed (bfloat16 engine); ``rewards = coin`` replaces the
-    verifier's rewards by fair coins drawn from the seed."""
+    """Rollouts of one seed (bfloat16 engine; the anchor is rescored from the record,
+    ``theorycheck.rl.from_record``); ``rewards = coin`` replaces the verifier's
+    rewards by fair coins drawn from the seed."""
     import numpy as np
 
     from theorycheck._errors import BadInput
@@ -232,57 +261,12 @@ def rollouts_for(cfg, model, seed: int):
         topk=cfg.topk,
         temperature=cfg.temperature,
         seed=seed,
+        full_vocab=False,
     )
     if cfg.rewards == "coin":
         coin = np.random.default_rng(10_000 + seed).integers(0, 2, out.reward.shape)
         out = out._replace(reward=coin.astype(out.reward.dtype))
     return out
-
-
-def _run(cfg: Config, *, fresh: bool, report_only: bool = False) -> int:
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
-    from experiments import _linearization_report
-    from theorycheck._errors import BadInput
-    from theorycheck._progress import bar
-    from theorycheck.losses import LOSSES
-
-    losses = _names(cfg.losses, "losses", LOSSES)
-    subsets = _names(cfg.subsets, "subsets")
-    alphas(cfg)
-    if cfg.seeds < 1:
-        raise BadInput(f"seeds = {cfg.seeds} must be >= 1")
-    seeds = list(range(cfg.first_seed, cfg.first_seed + cfg.seeds))
-    store = _common.ResultStore(cfg.out, cfg, fresh=fresh)
-    model, rollouts = None, {}
-    units = [(s, sub, loss) for s in seeds for sub in subsets for loss in losses]
-    for seed, sub, loss in bar(units, desc="linearization", unit="unit"):
-        unit = f"{loss}/{sub}/seed{seed}"
-        if store.done(unit) or report_only:
-            continue
-        t0 = time.perf_counter()
-        if model is None:
-            _common.log(f"loading {cfg.model}")
-            model = _load(cfg)
-        if seed not in rollouts:
-            rollouts.clear()
-            _common.log(f"seed {seed}: rollouts")
-            rollouts[seed] = _rollouts(cfg, model, seed)
-        _common.log(f"{unit}: training and residual curves")
-        result = run_unit(cfg, model, rollouts[seed], loss, sub, seed)
-        result["reward_mean"] = float(rollouts[seed].reward.mean())
-        store.save(unit, result, seconds=time.perf_counter() - t0)
-    summary = _linearization_report.summarize(store.data["units"], losses, subsets)
-    missing = [f"{lo}/{su}/seed{se}" for se, su, lo in units]
-    data = store.finish(
-        provenance=_common.provenance(cfg, seeds=seeds),
-        summary=summary,
-        missing_units=[u for u in missing if not store.done(u)],
-    )
-    _linearization_report.write(cfg.out, data, store.timings)
-    print(os.path.join(cfg.out, "report.md"))
-    return 0
 
 
 if __name__ == "__main__":

@@ -1,42 +1,35 @@
 """Sign agreement of first-order ΔD predictions with real multi-step updates.
 
-For every seed: fresh verifiable prompts and independent rollouts (bfloat16 engine,
-plus a float32 engine for the on-policy control), then for every variant of the sweep
-a GRPO run against the fixed anchor μ (M minibatch steps per epoch, E epochs) with
-``theorycheck.probes.run_probe`` recording, per token, the ratio criterion, the tabular
-Ḋ (exact and top-K), the NTK-coupled first and second order change from one JVP of the
-real update, the realized change, and the three masks' own updates. Results: mean ±
-standard error over seeds, next to the base rate of "D rises".
+For every seed: fresh verifiable prompts and independent rollouts, then for every
+variant a GRPO run against the fixed anchor μ (M minibatch steps per epoch, E epochs)
+with ``theorycheck.probes.run_probe`` recording, per token, the ratio criterion, the
+tabular Ḋ (exact and top-K), the NTK-coupled first and second order change from one
+JVP of the real update, the realized change, and the masks' own updates with their
+matched controls. Two regimes side by side: ``bf16_engine`` (μ = a bfloat16 engine's
+log-probs; the trainer in float64) and ``on_policy`` (engine = trainer precision, μ =
+the trainer's own policy at the start: the first minibatch carries no first-order
+signal and is reported apart). Results: mean, standard error and a 95% bootstrap
+interval over seeds, next to the base rate of "D rises".
 
 Run ``python -m experiments.sign_agreement`` (SmolLM2-135M, the default grid) or
-``--tiny`` (a tiny random model built in code). Outputs in ``--out``: results.json
-(resumable: a killed run restarted continues and ends with the same JSON),
-timings.json, report.md and PNG figures.
+``--tiny`` (a tiny random model built in code); ``--replay DIR`` recomputes every unit
+of DIR from its recorded rollouts. Outputs in ``--out``: results.json (resumable: a
+killed run restarted continues and ends with the same units), rollouts.npz (the
+recorded batches), timings.json, report.md and PNG figures.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
-import time
 
 from experiments import _common
+from experiments import _sign_report as report  # noqa: F401  (the runner's)
+from theorycheck.rl import TrainConfig
 
-#: the default grid (what fits 30 minutes on a shared 2-core CPU with 5 seeds) and the
-#: one-setting-at-a-time sweep around it (``--grid sweep``).
-DEFAULT_GRID = ("base", "epochs_2", "no_mismatch")
+#: the default grid: one variant per regime, side by side.
+DEFAULT_GRID = ("base", "on_policy")
+#: the one-setting-at-a-time sweep around the base run (``--grid sweep``).
 SWEEP_GRID = (
-    "lr_x0.1",
-    "lr_x10",
-    "minibatches_2",
-    "minibatches_8",
-    "blocks_1",
-    "blocks_4",
-    "adam_no_momentum",
-    "sgd",
-)
-VARIANT_NAMES = (
-    "base",
     "lr_x0.1",
     "lr_x10",
     "minibatches_2",
@@ -46,49 +39,60 @@ VARIANT_NAMES = (
     "epochs_2",
     "adam_no_momentum",
     "sgd",
-    "no_mismatch",
 )
+VARIANT_NAMES = ("base", "on_policy", *SWEEP_GRID)
 
-
-#: 2: ``by_step`` pools each step with its own realized change (version 1 compared
-#: every step with the first step's change; its ``by_step`` entries are not used).
-ANALYSIS_VERSION = 2
+#: 3: per-unit variant/seed/regime/updated_tokens, signal split, matched controls,
+#: §4.2 metric at a stated δ, rescored anchor (version 2 had none of these).
+ANALYSIS_VERSION = 3
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(_common.RolloutConfig):
-    """The experiment's settings (each is a ``--flag``; ``--tiny`` changes several).
+class Config(_common.RolloutConfig, TrainConfig):
+    """The experiment's settings: the rollout batch (``RolloutConfig``), the trainer
+    (``TrainConfig``: loss, reduction, optimizer and its β1/β2/ε/weight decay/clip,
+    lr, M, epochs, trainable blocks, mismatch) and its own (each is a ``--flag``;
+    ``--tiny`` changes several).
 
-    ``grid`` is ``"default"`` (:data:`DEFAULT_GRID`), ``"sweep"``
-    (:data:`SWEEP_GRID`), ``"all"`` or a comma-separated subset of
-    :data:`VARIANT_NAMES`; each variant changes one setting of the base run. ``masks``
-    names the variants whose steps also evaluate the three masks' own updates
-    (comma-separated, ``"all"`` or ``"none"``). ``redraws``: dynamic sampling as in
-    DAPO (Yu et al., 2025, §3.2): a seed whose prompts give no GRPO group with mixed
-    rewards (every advantage 0, so nothing would be updated) draws new prompts, up to
-    ``redraws`` times; the draws taken are recorded per unit.
+    ``grid`` is ``"default"`` (:data:`DEFAULT_GRID`), ``"sweep"``, ``"all"`` or a
+    comma-separated subset of :data:`VARIANT_NAMES`; each variant changes one setting
+    of the base run. ``masks``: the variants whose steps also evaluate the masks
+    (``"grid"`` = all of the grid, ``"none"`` or a comma-separated list).
+    ``redraws`` / ``min_mixed``: dynamic sampling as in DAPO (Yu et al., 2025, §3.2):
+    a seed whose prompts give fewer than ``min_mixed`` GRPO groups with mixed rewards
+    draws new prompts, up to ``redraws`` times (the draw is recorded per unit).
+    ``paper_quantile``: δ of the §4.2 metric is this quantile of D over each unit's
+    signal tokens.
     """
 
     task: str = "countdown"
-    redraws: int = 4
-    loss: str = "ppo"
-    reduction: str = "token_mean"
-    optimizer: str = "adamw"
-    lr: float = 1e-5
+    prompts: int = 8
+    samples: int = 8
+    new_tokens: int = 64
+    seeds: int = 20
+    redraws: int = 8
+    min_mixed: int = 2
     sgd_lr: float = 1e-2
-    minibatches: int = 4
-    epochs: int = 1
-    trainable_blocks: int = 2
-    mismatch: bool = True
     delta: float = 0.0
-    masks: str = "base"
+    paper_quantile: float = 0.5
+    masks: str = "grid"
     grid: str = "default"
     devices: int = 1
     out: str = "reports/sign_agreement"
 
+    def __post_init__(self):
+        _common.RolloutConfig.__post_init__(self)
+        TrainConfig.__post_init__(self)
+        if not 0 < self.paper_quantile < 1:
+            raise _common.BadInput(
+                f"paper_quantile = {self.paper_quantile} must be in (0, 1)"
+            )
+        if self.min_mixed < 1:
+            raise _common.BadInput(f"min_mixed = {self.min_mixed} must be >= 1")
+
     @classmethod
     def tiny(cls) -> Config:
-        """A tiny random model, two seeds, four variants (the tests run this)."""
+        """A tiny random model, two seeds, both regimes and SGD (the tests run it)."""
         return cls(
             model="tiny",
             task="addition",
@@ -97,10 +101,12 @@ class Config(_common.RolloutConfig):
             new_tokens=6,
             topk=5,
             seeds=2,
+            redraws=4,
+            min_mixed=1,
             lr=1e-3,
             sgd_lr=0.3,
-            grid="base,epochs_2,sgd,no_mismatch",
-            masks="base,epochs_2",
+            grid="base,on_policy,sgd",
+            masks="base,on_policy",
             out="reports/sign_agreement_tiny",
         )
 
@@ -109,6 +115,7 @@ def variants(cfg: Config) -> dict[str, dict]:
     """The sweep: variant name -> overrides of the base run's train settings."""
     table = {
         "base": {},
+        "on_policy": {"mismatch": False},
         "lr_x0.1": {"lr": cfg.lr / 10},
         "lr_x10": {"lr": cfg.lr * 10},
         "minibatches_2": {"minibatches": 2},
@@ -118,197 +125,133 @@ def variants(cfg: Config) -> dict[str, dict]:
         "epochs_2": {"epochs": 2},
         "adam_no_momentum": {"optimizer": "adam_no_momentum"},
         "sgd": {"optimizer": "sgd", "lr": cfg.sgd_lr},
-        "no_mismatch": {"mismatch": False},
     }
-    from theorycheck._errors import BadInput
-
     named = {"default": DEFAULT_GRID, "sweep": SWEEP_GRID, "all": VARIANT_NAMES}
     names = named.get(cfg.grid) or tuple(cfg.grid.split(","))
     unknown = [n for n in names if n not in table]
     if unknown:
-        raise BadInput(f"unknown variant(s) {unknown}; valid: {', '.join(table)}")
-    masks = named.get(cfg.masks) or (
-        () if cfg.masks == "none" else cfg.masks.split(",")
-    )
-    unknown = [n for n in masks if n not in table]
+        raise _common.BadInput(
+            f"unknown variant(s) {unknown}; valid: {', '.join(table)}"
+        )
+    unknown = [n for n in mask_variants(cfg) if n not in table]
     if unknown:
-        raise BadInput(f"unknown mask variant(s) {unknown}; valid: {', '.join(table)}")
+        raise _common.BadInput(
+            f"unknown mask variant(s) {unknown}; valid: {', '.join(table)}"
+        )
     return {n: table[n] for n in names}
 
 
 def mask_variants(cfg: Config) -> set[str]:
     """The variants whose steps evaluate the masks."""
-    if cfg.masks == "all":
-        return set(VARIANT_NAMES)
+    if cfg.masks == "grid":
+        named = {"default": DEFAULT_GRID, "sweep": SWEEP_GRID, "all": VARIANT_NAMES}
+        return set(named.get(cfg.grid) or cfg.grid.split(","))
     return set() if cfg.masks == "none" else set(cfg.masks.split(","))
 
 
-def train_config(cfg: Config, overrides: dict):
+def train_config(cfg: Config, overrides: dict) -> TrainConfig:
     """The :class:`theorycheck.rl.TrainConfig` of one variant."""
-    from theorycheck.rl import TrainConfig
+    from theorycheck.rl import train_fields
 
-    base = {
-        "loss": cfg.loss,
-        "reduction": cfg.reduction,
-        "optimizer": cfg.optimizer,
-        "lr": cfg.lr,
-        "minibatches": cfg.minibatches,
-        "epochs": cfg.epochs,
-        "trainable_blocks": cfg.trainable_blocks,
-        "mismatch": cfg.mismatch,
-    }
-    return TrainConfig(**{**base, **overrides})
+    return TrainConfig(**{**train_fields(cfg), **overrides})
 
 
-def _load(cfg: Config):
-    from theorycheck.models import load_model
-    from theorycheck.rl import tiny_model
+def units(cfg: Config) -> list[_common.Unit]:
+    """Seed-major: every variant of a seed before the next seed, so that an
+    interrupted run has both regimes side by side for the seeds it finished."""
+    grid = variants(cfg)
+    return [
+        _common.Unit(
+            f"{name}/seed{seed}",
+            seed,
+            "bfloat16" if train_config(cfg, grid[name]).mismatch else "float32",
+            name,
+        )
+        for seed in cfg.seed_list()
+        for name in grid
+    ]
 
-    return tiny_model() if cfg.model == "tiny" else load_model(cfg.model)
 
+def generate(ctx: _common.Context, seed: int, engine: str):
+    """One seed's rollouts with dynamic sampling; ``(rollouts, {"prompt_draw"})``.
 
-def _rollouts(cfg: Config, model, seed: int, engine: str, known: int | None = None):
-    """Rollouts of one seed with dynamic sampling; ``(rollouts, draw)``.
+    The bfloat16 engine decides the draw, so both engines score the same prompts
+    (:func:`theorycheck.rl.collect_mixed`)."""
+    from theorycheck.rl import collect_mixed, mixed_groups
 
-    The bfloat16 engine decides the draw (``known``, once found), so both engines score
-    the same prompts (:func:`theorycheck.rl.collect_mixed`).
-    """
-    from theorycheck.rl import collect_mixed
-
-    return collect_mixed(
-        model,
+    cfg = ctx.cfg
+    known = None
+    if engine != "bfloat16":
+        known = ctx.rollouts(seed, "bfloat16", anchor=False)[1]["prompt_draw"]
+    rollouts, draw = collect_mixed(
+        ctx.model,
         cfg.task,
         cfg.prompts,
         seed=seed,
         redraws=cfg.redraws,
+        min_mixed=cfg.min_mixed,
         draw=known,
         engine_dtype=engine,
         samples=cfg.samples,
         new_tokens=cfg.new_tokens,
         topk=cfg.topk,
         temperature=cfg.temperature,
+        full_vocab=False,
     )
+    return rollouts, {"prompt_draw": draw, "mixed_groups": mixed_groups(rollouts)}
 
 
-def run_unit(
-    cfg: Config,
-    model,
-    rollouts,
-    overrides: dict,
-    seed: int,
-    sharding,
-    masks: bool,
-    draw: int = 0,
-):
-    """One (variant, seed): train with the probe; the analysis as a JSON-ready dict."""
+def run_unit(ctx: _common.Context, cfg: Config, unit: _common.Unit) -> dict:
+    """One (variant, seed): train with the probe; every per-unit number."""
     from theorycheck.probes import analyze_probe, run_probe
-    from theorycheck.rl import Trainer
+    from theorycheck.probes._matched import (
+        matched_controls,
+        paper_metric,
+        signal_split,
+    )
+    from theorycheck.rl import Trainer, anchor_gap
 
-    tc = train_config(cfg, overrides)
-    trainer = Trainer(model, rollouts, tc, seed=seed, sharding=sharding)
+    tc = train_config(cfg, variants(cfg)[unit.spec])
+    rollouts, meta = ctx.rollouts(unit.seed, unit.engine, anchor=tc.mismatch)
+    sharding = _common.data_sharding(cfg.devices)
+    trainer = Trainer(ctx.model, rollouts, tc, seed=unit.seed, sharding=sharding)
+    masks = unit.spec in mask_variants(cfg)
     probe = run_probe(trainer, topk=cfg.topk, delta=cfg.delta, masks=masks)
     out = analyze_probe(probe, delta=cfg.delta)
+    out["predictors"] = out.pop("metrics")
+    if masks:
+        controls = matched_controls(trainer, probe, delta=cfg.delta, seed=unit.seed)
+        out["checks"]["max_rel_update_norm_gap"] = controls.pop(
+            "max_rel_update_norm_gap"
+        )
+        out["masks"].update(controls)
+    out.update(signal_split(probe))
+    out["paper_4_2"] = paper_metric(probe, quantile=cfg.paper_quantile)
     out["rollouts"] = {
         "reward_mean": float(rollouts.reward.mean()),
         "zero_advantage_groups": trainer.zero_groups,
         "groups": trainer.groups,
         "tokens": int(rollouts.tokens.size),
         "engine_dtype": rollouts.engine_dtype,
-        "prompt_draw": draw,
+        **meta,
+        "anchor_gap": anchor_gap(rollouts),
     }
     out["update_norms"] = probe["update_norms"]
     out["analysis_version"] = ANALYSIS_VERSION
-    return out
+    return {
+        "variant": unit.spec,
+        "seed": unit.seed,
+        "regime": tc.regime,
+        "updated_tokens": out["scale"]["updated_tokens"],
+        **out,
+    }
 
 
 def main(argv=None) -> int:
     """Runs the experiment; returns the exit code (2 on bad input)."""
-    return _common.run_main("sign_agreement", Config, __doc__, argv, _run)
+    import sys
 
-
-def _run(cfg: Config, *, fresh: bool, report_only: bool = False) -> int:
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
-    from experiments import _sign_report
-    from theorycheck._progress import bar
-
-    grid = variants(cfg)
-    if cfg.seeds < 1:
-        from theorycheck._errors import BadInput
-
-        raise BadInput(f"seeds = {cfg.seeds} must be >= 1")
-    seeds = list(range(cfg.first_seed, cfg.first_seed + cfg.seeds))
-    store = _common.ResultStore(cfg.out, cfg, fresh=fresh)
-    sharding = _common.data_sharding(cfg.devices)
-    model = None
-    # variant-major: every seed of the first variant before the next one, so that an
-    # interrupted run has the base variant over all seeds first
-    units = [(s, n) for n in grid for s in seeds]
-    cache: dict = {}
-    for seed, name in bar(units, desc="sign agreement", unit="unit"):
-        unit = f"{name}/seed{seed}"
-        if store.done(unit) or report_only:
-            continue
-        t0 = time.perf_counter()
-        if model is None:
-            _common.log(f"loading {cfg.model}")
-            model = _load(cfg)
-        mismatch = train_config(cfg, grid[name]).mismatch
-        engine = "bfloat16" if mismatch else "float32"
-        if (seed, engine) not in cache:
-            _common.log(f"seed {seed}: rollouts ({engine} engine)")
-            known = cache.get((seed, "bfloat16"), (None, None))[1]
-            cache[(seed, engine)] = _rollouts(cfg, model, seed, engine, known)
-        _common.log(f"{unit}: training with the probe")
-        rollouts, draw = cache[(seed, engine)]
-        result = run_unit(
-            cfg,
-            model,
-            rollouts,
-            grid[name],
-            seed,
-            sharding,
-            name in mask_variants(cfg),
-            draw,
-        )
-        store.save(unit, result, seconds=time.perf_counter() - t0)
-    summary = _sign_report.summarize(store.data["units"], list(grid), seeds)
-    missing = [f"{n}/seed{s}" for s, n in units if not store.done(f"{n}/seed{s}")]
-    data = store.finish(
-        provenance=_common.provenance(cfg, seeds=seeds),
-        variants={n: grid[n] for n in grid},
-        summary=summary,
-        missing_units=missing,
-    )
-    _sign_report.write(cfg.out, data, store.timings)
-    print(os.path.join(cfg.out, "report.md"))
-    return 0
-
-
-def section(out_dir: str, quick: bool) -> tuple[str, dict]:
-    """The reproduce section: ``(markdown, json)`` of a short run.
-
-    ``quick`` runs the tiny random model; otherwise two seeds of the base variant on
-    SmolLM2-135M.
-    """
-    cfg = Config.tiny() if quick else Config(seeds=2, grid="base")
-    cfg = dataclasses.replace(cfg, out=os.path.join(out_dir, "sign_agreement"))
-    if main(_argv(cfg)) != 0:
-        raise RuntimeError("sign_agreement failed")
-    import json
-
-    with open(os.path.join(cfg.out, "results.json")) as fh:
-        data = json.load(fh)
-    with open(os.path.join(cfg.out, "report.md")) as fh:
-        return fh.read(), data
-
-
-def _argv(cfg: Config) -> list[str]:
-    out = []
-    for f in dataclasses.fields(cfg):
-        out += ["--" + f.name.replace("_", "-"), str(getattr(cfg, f.name))]
-    return out
+    return _common.main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

@@ -31,11 +31,11 @@ def test_reproduce_quick_writes_the_report(capsys, tmp_path):
     assert len(claims) >= 13
     for name in ("index.md", "proofs.md", "proofs.png", "convexity.png"):
         assert (tmp_path / name).is_file(), name
-    assert (tmp_path / "demo" / "report.json").is_file()
+    assert (tmp_path / "rollout_analysis" / "results.json").is_file()
     # the probe and LCO sections (one run serves both: each is a tiny-model subprocess)
     sections = {s["name"]: s for s in index["sections"]}
     md = (tmp_path / "index.md").read_text()
-    assert "| ntk2 |" in md and "base rate" in md
+    assert "| ntk2 |" in md and "regime `on_policy`" in md
     assert "α (10%)" in md and "Prop. 4.7" in md
     probes, lco = sections["probes"], sections["linearization"]
     assert "--tiny" in probes["config"]["command"]

@@ -154,3 +154,11 @@ def test_report_only_summarizes_finished_units_without_computing(
 
 def test_fresh_with_report_only_is_refused(tmp_path, capsys):
     assert_fresh_report_only_refused(gradient_bounds, ARGV, tmp_path, capsys)
+
+
+def test_replay_recomputes_every_unit_from_the_recorded_rollouts(tiny_run, capsys):
+    assert (tiny_run / "rollouts.npz").stat().st_size > 0
+    units = _read(tiny_run / "results.json")["units"]
+    assert all(u["regime"] == "bf16_engine" for u in units.values())
+    assert gradient_bounds.main(["--replay", str(tiny_run)]) == 0
+    assert "0 with numbers over 1e-06" in capsys.readouterr().out

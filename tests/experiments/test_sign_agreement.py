@@ -1,4 +1,8 @@
-"""The experiment's --tiny mode end to end, resumability, bad input."""
+"""The experiment's --tiny mode end to end: per-unit keys, both regimes, matched
+controls, resumability, replay from the recorded rollouts, bad input."""
+
+import json
+import shutil
 
 import pytest
 
@@ -6,24 +10,27 @@ from experiments import sign_agreement
 from tests.experiments._results import (
     assert_fresh_report_only_refused,
     assert_report_only_computes_nothing,
+    assert_same_results,
 )
 from tests.experiments._results import read as _read
+
+ARGV = ["--tiny", "--seeds", "2"]
 
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("sign") / "run"
-    assert sign_agreement.main(["--tiny", "--seeds", "2", "--out", str(out)]) == 0
+    assert sign_agreement.main([*ARGV, "--out", str(out)]) == 0
     return out
 
 
-def test_tiny_run_writes_results_report_and_figures(tiny_run):
+def test_tiny_run_writes_results_rollouts_report_and_figures(tiny_run):
     for name in (
         "results.json",
+        "rollouts.npz",
         "timings.json",
         "report.md",
         "balanced_accuracy.png",
-        "by_step.png",
     ):
         assert (tiny_run / name).stat().st_size > 0
     data = _read(tiny_run / "results.json")
@@ -31,14 +38,112 @@ def test_tiny_run_writes_results_report_and_figures(tiny_run):
     assert sorted(data["units"]) == sorted(f"{v}/seed{s}" for v in grid for s in (0, 1))
     prov = data["provenance"]
     assert prov["seeds"] == [0, 1] and prov["config"]["model"] == "tiny"
-    assert prov["versions"]["jax"] and "commit" in prov
-    base = data["summary"]["base"]
-    live = [
-        s for s in (0, 1) if data["units"][f"base/seed{s}"]["scale"]["updated_tokens"]
-    ]
-    assert live  # at least one seed has groups with mixed rewards
-    assert base["metrics/step/always_rise/agreement"]["n"] == len(live)
-    assert "## Decomposition" in (tiny_run / "report.md").read_text()
+    assert prov["versions"]["jax"] and "commit" in prov and "dirty" in prov
+    assert prov["wall_s"] > 0 and "load_average_end" in prov
+    report = (tiny_run / "report.md").read_text()
+    assert "regime `bf16_engine`" in report and "regime `on_policy`" in report
+
+
+def test_every_unit_records_variant_seed_regime_and_tokens(tiny_run):
+    units = _read(tiny_run / "results.json")["units"]
+    for uid, u in units.items():
+        variant, seed = uid.split("/")
+        assert u["variant"] == variant and f"seed{u['seed']}" == seed
+        want = "on_policy" if variant == "on_policy" else "bf16_engine"
+        assert u["regime"] == want
+        assert u["updated_tokens"] == u["scale"]["updated_tokens"]
+        assert set(u["predictors"]) == {"step", "epoch", "run"}
+        assert u["signal_tokens"] + u["zero_signal"]["tokens"] == u["updated_tokens"]
+
+
+def test_on_policy_first_minibatch_is_zero_signal(tiny_run):
+    units = _read(tiny_run / "results.json")["units"]
+    for s in (0, 1):
+        on, off = units[f"on_policy/seed{s}"], units[f"base/seed{s}"]
+        if on["updated_tokens"]:
+            # π = μ exactly until the first nonzero update: counted apart, only there
+            zero = on["zero_signal"]
+            assert zero["tokens"] == zero["before_first_update"]
+            assert on["zero_signal"]["tokens"] > 0
+            assert on["zero_signal"]["rise_share"] in (None, 1.0)
+        assert off["zero_signal"]["tokens"] == 0  # the bf16 engine: D > 0 everywhere
+
+
+def test_matched_controls_mask_the_coupled_share(tiny_run):
+    units = _read(tiny_run / "results.json")["units"]
+    for variant in ("base", "on_policy"):
+        for s in (0, 1):
+            masks = units[f"{variant}/seed{s}"]["masks"]
+            want = {
+                "none",
+                "ratio",
+                "predictive",
+                "coupled",
+                "random_matched",
+                "ratio_matched",
+                "predictive_matched",
+            }
+            assert set(masks) == want
+            for c in ("random_matched", "ratio_matched", "predictive_matched"):
+                assert masks[c]["masked_share"] == masks["coupled"]["masked_share"]
+            gap = units[f"{variant}/seed{s}"]["checks"]["max_rel_update_norm_gap"]
+            assert gap < 1e-9  # the controls followed the probe's own trajectory
+    assert "masks" in units["base/seed0"] and units["sgd/seed0"]["masks"] == {}
+
+
+def test_summary_carries_intervals_and_paired_differences(tiny_run):
+    summary = _read(tiny_run / "results.json")["summary"]
+    assert set(summary) == {"base", "on_policy", "sgd"}
+    base = summary["base"]
+    assert base["regime"] == "bf16_engine" and base["seeds"] == [0, 1]
+    st = base["stats"]["signal/ntk1/agreement"]
+    assert {"mean", "se", "n", "ci95", "mde"} <= set(st)
+    lo, hi = st["ci95"]
+    assert lo <= st["mean"] <= hi
+    assert "paper_4_2/delta" in base["stats"]
+    key = "masks/coupled/unsafe_keep - masks/ratio_matched/unsafe_keep"
+    assert key in base["diffs"]
+    assert [r["seed"] for r in base["per_seed"]] == [0, 1]
+
+
+def test_paper_metric_states_delta_and_its_share_outside(tiny_run):
+    unit = _read(tiny_run / "results.json")["units"]["base/seed0"]
+    u = unit["paper_4_2"]
+    assert u["quantile"] == 0.5 and u["delta"] > 0
+    # δ is the median of D over the signal tokens: half of them are outside
+    assert abs(u["step"]["outside"] - unit["signal_tokens"] / 2) <= 1
+    assert u["run"]["outside"] == u["step"]["outside"]
+
+
+def test_replay_reproduces_every_number_from_the_recorded_rollouts(tiny_run, capsys):
+    assert sign_agreement.main(["--replay", str(tiny_run)]) == 0
+    assert "0 with numbers over 1e-06" in capsys.readouterr().out
+    rep = _read(tiny_run / "replay" / "replay.json")
+    assert len(rep["units"]) == 6
+    assert all(
+        r["max_rel_diff"] <= 1e-6 and not r["over_tol"] for r in rep["units"].values()
+    )
+    assert all(r["numbers"] > 100 for r in rep["units"].values())
+
+
+def test_replay_reports_a_number_that_differs(tiny_run, tmp_path, capsys):
+    out = tmp_path / "copy"
+    shutil.copytree(tiny_run, out)
+    data = _read(out / "results.json")
+    data["units"]["base/seed1"]["signal"]["ntk1"]["agreement"] += 0.01
+    (out / "results.json").write_text(json.dumps(data))
+    assert sign_agreement.main(["--replay", str(out)]) == 1
+    assert "base/seed1" in capsys.readouterr().out
+    rep = _read(out / "replay" / "replay.json")
+    assert rep["units"]["base/seed1"]["over_tol"] == ["signal/ntk1/agreement"]
+
+
+def test_replay_without_recorded_rollouts_is_bad_input(tiny_run, tmp_path, capsys):
+    out = tmp_path / "norollouts"
+    out.mkdir()
+    shutil.copy(tiny_run / "results.json", out / "results.json")
+    assert sign_agreement.main(["--replay", str(out)]) == 2
+    assert "rollouts.npz" in capsys.readouterr().err
 
 
 def test_killed_run_restarted_gives_the_same_json(tiny_run, tmp_path, monkeypatch):
@@ -53,29 +158,30 @@ def test_killed_run_restarted_gives_the_same_json(tiny_run, tmp_path, monkeypatc
         return real(*args, **kwargs)
 
     monkeypatch.setattr(sign_agreement, "run_unit", dies_after_three)
-    argv = ["--tiny", "--seeds", "2", "--out", str(out)]
+    argv = [*ARGV, "--out", str(out)]
     with pytest.raises(KeyboardInterrupt):
         sign_agreement.main(argv)
     assert len(_read(out / "results.json")["units"]) == 3
     monkeypatch.setattr(sign_agreement, "run_unit", real)
     assert sign_agreement.main(argv) == 0
-    got, want = _read(out / "results.json"), _read(tiny_run / "results.json")
-    # the output folder differs; everything else is identical
-    for d in (got["config"], got["provenance"]["config"]):
-        d["out"] = want["config"]["out"]
-    assert got == want
+    assert_same_results(out / "results.json", tiny_run / "results.json")
 
 
 def test_a_different_config_is_not_mixed_into_old_results(tiny_run, capsys):
-    rc = sign_agreement.main(
-        ["--tiny", "--seeds", "2", "--lr", "0.5", "--out", str(tiny_run)]
-    )
+    rc = sign_agreement.main([*ARGV, "--lr", "0.5", "--out", str(tiny_run)])
     assert rc == 2
     assert "another config" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
-    ("argv", "needle"), [(["--grid", "nope"], "nope"), (["--seeds", "0"], "seeds")]
+    ("argv", "needle"),
+    [
+        (["--grid", "nope"], "nope"),
+        (["--seeds", "0"], "seeds"),
+        (["--beta2", "1.5"], "beta2"),
+        (["--eps", "0"], "eps"),
+        (["--paper-quantile", "1"], "paper_quantile"),
+    ],
 )
 def test_bad_input_exits_2_naming_the_value(argv, needle, tmp_path, capsys):
     assert sign_agreement.main(["--tiny", "--out", str(tmp_path), *argv]) == 2
@@ -85,9 +191,8 @@ def test_bad_input_exits_2_naming_the_value(argv, needle, tmp_path, capsys):
 def test_report_only_summarizes_finished_units_without_computing(
     tiny_run, tmp_path, monkeypatch
 ):
-    argv = ["--tiny", "--seeds", "2"]
     assert_report_only_computes_nothing(
-        sign_agreement, argv, tiny_run, tmp_path, monkeypatch
+        sign_agreement, ARGV, tiny_run, tmp_path, monkeypatch
     )
 
 

@@ -10,6 +10,8 @@ from theorycheck.reproduce._core import (
     PACKAGES,
     Section,
     SectionResult,
+    git_state,
+    load_average,
     provenance,
     run_sections,
 )
@@ -21,6 +23,7 @@ from theorycheck.reproduce._sections import (
     prove_section,
     rollout_section,
 )
+from theorycheck.reproduce._subprocess import repository
 
 #: The report's sections, in order.
 SECTIONS: tuple[Section, ...] = (
@@ -38,22 +41,37 @@ SECTIONS: tuple[Section, ...] = (
 )
 
 
+#: the sections that run the repository's experiments (not in an installed package).
+EXPERIMENT_SECTIONS = ("rollouts", "probes", "linearization")
+
+
 def reproduce(out_dir, *, quick: bool = False, sections=SECTIONS) -> dict:
-    """Runs ``sections`` into ``out_dir``; returns the ``index.json`` object."""
+    """Runs ``sections`` into ``out_dir``; returns the ``index.json`` object.
+
+    Raises:
+        BadInput: an experiment section is chosen but the repository's
+            ``experiments/`` is not beside the package (one line saying so).
+    """
+    if any(s.name in EXPERIMENT_SECTIONS for s in sections):
+        repository()
     return run_sections(out_dir, quick=quick, sections=sections)
 
 
 __all__ = [
     "PACKAGES",
+    "EXPERIMENT_SECTIONS",
     "SECTIONS",
     "Section",
     "SectionResult",
     "convexity_section",
+    "git_state",
+    "load_average",
     "linearization_section",
     "proofs_dir",
     "probe_section",
     "prove_section",
     "provenance",
+    "repository",
     "reproduce",
     "rollout_section",
     "run_sections",

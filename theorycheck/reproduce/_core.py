@@ -11,6 +11,7 @@ import dataclasses
 import datetime
 import importlib.metadata
 import json
+import os
 import platform
 import sys
 import time
@@ -59,25 +60,62 @@ class Section:
     run: Callable[[Path, bool], SectionResult]
 
 
-def provenance(quick: bool) -> dict[str, Any]:
-    """Commit, package versions, interpreter, machine: where the numbers came from."""
+def git_state() -> dict[str, Any]:
+    """``{"commit": HEAD or None, "dirty": True/False/None}``; dirty = tracked files
+    differ from HEAD (untracked files do not count: ``git status --porcelain
+    --untracked-files=no``). The one definition every results file uses."""
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "commit": git("rev-parse", "HEAD"),
+        "dirty": bool(status) if status is not None else None,
+    }
+
+
+def _cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        return None
+    return None
+
+
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages (None where the OS has none)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
+def provenance(quick: bool | None = None, **extra) -> dict[str, Any]:
+    """Where the numbers came from: commit and dirty flag (:func:`git_state`),
+    package versions, interpreter, machine (platform, CPU model and count), the load
+    average and the UTC start time, plus ``extra`` entries (an experiment's config
+    and seeds). Reports, experiments and their results files all write this record.
+    """
     versions = {}
     for name in PACKAGES:
         try:
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             versions[name] = None
-    status = git("status", "--porcelain")
-    return {
-        "commit": git("rev-parse", "HEAD"),
-        "dirty": bool(status) if status is not None else None,
+    out = {
+        **git_state(),
         "versions": versions,
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "machine": platform.machine(),
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "load_average_start": load_average(),
         "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "quick": quick,
     }
+    if quick is not None:
+        out["quick"] = quick
+    return {**out, **extra}
 
 
 def run_sections(

@@ -6,10 +6,7 @@ Each is ``(out_dir, quick) -> SectionResult``. Figures are matplotlib PNGs under
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,9 +16,9 @@ from theorycheck.reproduce._core import SectionResult
 #: The registry rules of the quick convexity table.
 QUICK_RULES = ("pg", "dppo_binary_tv")
 #: Seeds and sizes of the rollout analysis (full, quick).
-DEMO_ARGS = {
-    False: ["--samples", "4", "--new-tokens", "16", "--topk", "20", "--seed", "0"],
-    True: ["--samples", "2", "--new-tokens", "6", "--topk", "20", "--seed", "0"],
+ROLLOUT_ARGS = {
+    False: ["--samples", "4", "--new-tokens", "16", "--topk", "20", "--seeds", "1"],
+    True: ["--samples", "2", "--new-tokens", "6", "--topk", "20", "--seeds", "1"],
 }
 _STATUS_COLOR = {
     "holds": "#2e7d32",
@@ -153,41 +150,26 @@ def convexity_section(out: Path, quick: bool) -> SectionResult:
 
 
 def rollout_section(out: Path, quick: bool) -> SectionResult:
-    """The rollout analysis on SmolLM2 (``python -m theorycheck.demo``), in a
-    subprocess so its own progress and stdout stay out of the report's streams."""
-    demo_dir = out / "demo"
-    argv = [sys.executable, "-m", "theorycheck.demo", "--out", str(demo_dir)]
-    argv += DEMO_ARGS[quick]
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run(
-        argv,
-        stdout=subprocess.PIPE,
-        stderr=None if _progress.enabled() else subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(
-            f"the rollout analysis exited {proc.returncode}: "
-            f"{(proc.stderr or '')[-400:]}"
-        )
-    report = json.loads((demo_dir / "report.json").read_text())
-    summary = report.get("summary", {})
-    figures = tuple(
-        f"demo/{f}" for f in sorted(os.listdir(demo_dir)) if f.endswith(".png")
-    )
+    """The rollout analysis (``python -m experiments.rollout_analysis``) in a
+    subprocess; its tables rendered from its results JSON."""
+    from theorycheck.reproduce._subprocess import figures, render, run_experiment
+
+    run_dir = run_experiment("rollout_analysis", ROLLOUT_ARGS[quick], out)
+    text, data = render("_rollout_report", run_dir)
     lines = [
-        "SmolLM2-135M samples in bfloat16 (the rollout engine) and recomputes in "
-        "float32 (the trainer); per token: divergences, exact Ḋ and its top-K "
-        "estimates, masks. Full report: [demo/report.md](demo/report.md).",
+        "The embedded checkpoint samples in bfloat16 (the rollout engine) and "
+        "recomputes in float32 (the trainer); per token: divergences, exact Ḋ and its "
+        "top-K estimates, masks. Full report: "
+        "[rollout_analysis/report.md](rollout_analysis/report.md).",
         "",
-        "| quantity | value |",
-        "|---|---|",
+        text,
     ]
-    for key, val in summary.items():
-        shown = json.dumps(val) if not isinstance(val, str) else val
-        lines.append(f"| {key} | {shown[:200]} |")
-    config = {"command": " ".join(["python -m theorycheck.demo", *DEMO_ARGS[quick]])}
-    return SectionResult("\n".join(lines), {"summary": summary}, figures, config)
+    config = {
+        "command": " ".join(
+            ["python -m experiments.rollout_analysis", *ROLLOUT_ARGS[quick]]
+        )
+    }
+    summary = {k: v for k, v in data["summary"]["stats"].items()}
+    return SectionResult(
+        "\n".join(lines), summary, figures(run_dir, "rollout_analysis"), config
+    )

@@ -3,18 +3,23 @@
 ``collect`` samples a rollout batch (bfloat16 engine by default) recording the sampled
 token, its behavior log-prob, the engine's top-K and optionally the full vocabulary;
 ``collect_mixed`` redraws prompts until a GRPO group has mixed rewards (DAPO's dynamic
-sampling); ``make_problems`` generates verifiable tasks (Countdown in exact rational
-arithmetic, addition, capitals); ``Trainer``/``train`` run M minibatch steps per epoch
-against the fixed anchor with any registered token rule and reduction.
+sampling); ``record``/``from_record`` keep a batch compactly and rebuild it, the
+anchor recomputed by ``rescore`` (replay); ``make_problems`` generates verifiable
+tasks (Countdown in exact rational arithmetic, addition, capitals);
+``Trainer``/``train`` run M minibatch steps per epoch against the fixed anchor with
+any registered token rule and reduction.
 """
 
 from theorycheck.rl._config import (
     MAX_MINIBATCHES,
     OPTIMIZERS,
+    RolloutConfig,
     TrainConfig,
     make_optimizer,
+    train_fields,
 )
 from theorycheck.rl._dynamic import DRAW_STRIDE, collect_mixed, mixed_groups
+from theorycheck.rl._record import FIELDS, anchor_gap, from_record, record, rescore
 from theorycheck.rl._rollout import Rollouts, collect, left_pad
 from theorycheck.rl._tasks import (
     TASKS,
@@ -29,25 +34,32 @@ from theorycheck.rl._train import Batch, Trainer, take_rows, train
 
 __all__ = [
     "DRAW_STRIDE",
+    "FIELDS",
     "MAX_MINIBATCHES",
     "OPTIMIZERS",
     "TASKS",
     "Batch",
     "CharTokenizer",
     "Problem",
+    "RolloutConfig",
     "Rollouts",
     "TrainConfig",
     "Trainer",
     "addition_reward",
+    "anchor_gap",
     "collect",
     "collect_mixed",
     "countdown_reward",
     "evaluate_expression",
+    "from_record",
     "left_pad",
     "make_optimizer",
     "make_problems",
     "mixed_groups",
+    "record",
+    "rescore",
     "take_rows",
     "tiny_model",
     "train",
+    "train_fields",
 ]

@@ -18,15 +18,20 @@ MAX_MINIBATCHES = 16
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    """Everything the update depends on (frozen: one record per experiment unit).
+    r"""Everything the update depends on (frozen: one record per experiment unit).
 
     Args:
         loss: a registered token rule (``theorycheck.losses.LOSSES``), e.g. ``"ppo"``.
         loss_params: ``((key, value), ...)`` overrides of the rule's defaults.
         reduction: a reduction mode (``theorycheck.losses.MODES``).
-        optimizer: ``"adamw"`` (betas 0.9/0.95, the survey's setting),
-            ``"adam_no_momentum"`` (beta1 = 0) or ``"sgd"``.
+        optimizer: ``"adamw"`` (Loshchilov & Hutter, 2019: Adam's moment estimates
+            with decoupled weight decay), ``"adam_no_momentum"`` (the same with
+            beta1 = 0) or ``"sgd"``.
         lr: learning rate.
+        beta1, beta2: Adam's decay rates of the first and second moment estimates
+            (default 0.9 / 0.95, the survey's setting; ``adam_no_momentum`` ignores
+            ``beta1`` and uses 0).
+        eps: Adam's ε in :math:`\hat m / (\sqrt{\hat v} + \varepsilon)`.
         weight_decay: AdamW's decoupled weight decay (0 for the other two).
         minibatches: M, optimizer steps per pass over the batch (1-16).
         epochs: passes over the batch, all against the same anchor μ.
@@ -42,6 +47,9 @@ class TrainConfig:
     reduction: str = "token_mean"
     optimizer: str = "adamw"
     lr: float = 1e-5
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-8
     weight_decay: float = 0.0
     minibatches: int = 4
     epochs: int = 1
@@ -78,8 +86,26 @@ class TrainConfig:
             )
         if self.epochs < 1:
             raise BadInput(f"epochs = {self.epochs} must be >= 1")
-        if self.grad_clip <= 0:
-            raise BadInput(f"grad_clip = {self.grad_clip} must be > 0")
+        _check_optimizer(self)
+
+    @property
+    def regime(self) -> str:
+        """``"bf16_engine"`` (μ = a bfloat16 engine's log-probs) or ``"on_policy"``
+        (μ = the trainer's own policy at the start: the first minibatch has π = μ)."""
+        return "bf16_engine" if self.mismatch else "on_policy"
+
+
+def _check_optimizer(c: TrainConfig) -> None:
+    """Bad optimizer settings raise :class:`BadInput` naming the value."""
+    if not c.grad_clip > 0:
+        raise BadInput(f"grad_clip = {c.grad_clip} must be > 0")
+    for name in ("beta1", "beta2"):
+        if not 0 <= getattr(c, name) < 1:
+            raise BadInput(f"{name} = {getattr(c, name)} must be in [0, 1)")
+    if not c.eps > 0:
+        raise BadInput(f"eps = {c.eps} must be > 0")
+    if not c.weight_decay >= 0:
+        raise BadInput(f"weight_decay = {c.weight_decay} must be >= 0")
 
 
 def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
@@ -92,10 +118,48 @@ def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
         An optax ``GradientTransformation``.
     """
     clip = optax.clip_by_global_norm(config.grad_clip)
-    if config.optimizer == "adamw":
-        opt = optax.adamw(config.lr, b1=0.9, b2=0.95, weight_decay=config.weight_decay)
-    elif config.optimizer == "adam_no_momentum":
-        opt = optax.adam(config.lr, b1=0.0, b2=0.95)
+    c = config
+    if c.optimizer == "adamw":
+        opt = optax.adamw(
+            c.lr, b1=c.beta1, b2=c.beta2, eps=c.eps, weight_decay=c.weight_decay
+        )
+    elif c.optimizer == "adam_no_momentum":
+        opt = optax.adam(c.lr, b1=0.0, b2=c.beta2, eps=c.eps)
     else:
         opt = optax.sgd(config.lr)
     return optax.chain(clip, opt)
+
+
+@dataclasses.dataclass(frozen=True)
+class RolloutConfig:
+    """The rollout settings of an experiment: the model, the verifiable task, the
+    batch per seed (``prompts`` GRPO groups × ``samples`` responses × ``new_tokens``),
+    the engine's top-K and temperature, and the seeds ``first_seed ...
+    first_seed + seeds - 1`` (independent prompts and rollouts per seed)."""
+
+    model: str = "smollm2"
+    task: str = "addition"
+    prompts: int = 2
+    samples: int = 8
+    new_tokens: int = 8
+    topk: int = 20
+    temperature: float = 1.0
+    seeds: int = 5
+    first_seed: int = 0
+
+    def __post_init__(self):
+        for name in ("prompts", "samples", "new_tokens", "topk", "seeds"):
+            if getattr(self, name) < 1:
+                raise BadInput(f"{name} = {getattr(self, name)} must be >= 1")
+        if not (np.isfinite(self.temperature) and self.temperature > 0):
+            raise BadInput(f"temperature = {self.temperature} must be > 0")
+
+    def seed_list(self) -> list[int]:
+        """The seeds of the run."""
+        return list(range(self.first_seed, self.first_seed + self.seeds))
+
+
+def train_fields(config) -> dict:
+    """The :class:`TrainConfig` fields of ``config`` (an experiment config that
+    extends it), as keyword arguments."""
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(TrainConfig)}

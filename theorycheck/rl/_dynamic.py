@@ -39,13 +39,14 @@ def collect_mixed(
     *,
     seed: int,
     redraws: int = 4,
+    min_mixed: int = 1,
     draw: int | None = None,
     decide_dtype: str = "bfloat16",
     engine_dtype: str = "bfloat16",
     **collect_kwargs,
 ) -> tuple[Rollouts, int]:
-    """Rollouts of ``prompts`` problems of ``task``, redrawn while no group has mixed
-    rewards; returns ``(rollouts, draw)``.
+    """Rollouts of ``prompts`` problems of ``task``, redrawn while fewer than
+    ``min_mixed`` groups have mixed rewards; returns ``(rollouts, draw)``.
 
     Draw 0 uses problems and sampler seeded with ``seed``; draw d with
     ``seed + DRAW_STRIDE * d``. The draw is decided with the ``decide_dtype`` engine, so
@@ -59,6 +60,7 @@ def collect_mixed(
         prompts: problems per draw (one GRPO group each).
         seed: the base seed.
         redraws: the most new draws (>= 0).
+        min_mixed: the fewest groups with mixed rewards a draw must have (>= 1).
         draw: use this draw without searching.
         decide_dtype: the engine whose rewards decide the draw.
         engine_dtype: the engine of the returned rollouts.
@@ -66,6 +68,8 @@ def collect_mixed(
     """
     if redraws < 0:
         raise BadInput(f"redraws = {redraws} must be >= 0")
+    if min_mixed < 1:
+        raise BadInput(f"min_mixed = {min_mixed} must be >= 1")
 
     def one(d: int, dtype: str) -> Rollouts:
         s = seed + DRAW_STRIDE * d
@@ -76,6 +80,6 @@ def collect_mixed(
         return one(draw, engine_dtype), draw
     for d in range(redraws + 1):
         out = one(d, decide_dtype)
-        if mixed_groups(out) > 0:
+        if mixed_groups(out) >= min_mixed:
             break
     return (out if engine_dtype == decide_dtype else one(d, engine_dtype)), d

@@ -133,8 +133,11 @@ class Trainer:
         chunk: int | None = 4,
     ):
         cfg, params, _ = model
-        if rollouts.behavior_logp is None:
-            raise BadInput("rollouts need full_vocab=True for the trainer's anchor")
+        if config.mismatch and rollouts.behavior_logp is None:
+            raise BadInput(
+                "rollouts need the engine's full log-probs for the trainer's anchor "
+                "(full_vocab=True, or rescore) when mismatch is on"
+            )
         b, n = rollouts.tokens.shape
         m = config.minibatches
         if b % m:
