@@ -22,6 +22,7 @@ from importlib import metadata
 
 import numpy as np
 
+from experiments import _distributed
 from theorycheck._errors import BadInput
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -72,6 +73,7 @@ def parse_config(cls, argv, *, prog: str, description: str):
         "--tiny", action="store_true", help="tiny random model built in code"
     )
     p.add_argument("--fresh", action="store_true", help="discard finished units")
+    _distributed.add_flags(p)
     p.add_argument(
         "--report-only",
         action="store_true",
@@ -118,6 +120,7 @@ def run_main(name: str, cls, doc: str, argv, run) -> int:
                 "--fresh with --report-only would discard every finished unit and "
                 "compute none; pass one of them"
             )
+        _distributed.from_args(args)
         return run(cfg, fresh=args.fresh, report_only=args.report_only)
     except BadInput as err:
         print(f"{name}: error: {err}", file=sys.stderr)
@@ -211,14 +214,17 @@ class ResultStore:
     """
 
     def __init__(self, out_dir: str, config, *, fresh: bool = False):
-        os.makedirs(out_dir, exist_ok=True)
+        # distributed runs: process 0 alone reads and writes (experiments/_distributed)
+        self.writer = _distributed.context().writer
+        if self.writer:
+            os.makedirs(out_dir, exist_ok=True)
         self.path = os.path.join(out_dir, "results.json")
         self.timings_path = os.path.join(out_dir, "timings.json")
         want = jsonable(dataclasses.asdict(config))
         same = lambda a: {k: v for k, v in a.items() if k != "out"}  # noqa: E731
         self.data = {"config": want, "units": {}}
         self.timings: dict = {}
-        if not fresh and os.path.exists(self.path):
+        if self.writer and not fresh and os.path.exists(self.path):
             with open(self.path) as fh:
                 old = json.load(fh)
             if same(old.get("config", {})) != same(want):
@@ -240,6 +246,8 @@ class ResultStore:
         file."""
         self.data["units"][unit] = jsonable(result)
         self.data.setdefault("unit_commits", {})[unit] = commit()
+        if not self.writer:
+            return
         write_json(self.path, self.data)
         if seconds is not None:
             self.timings[unit] = seconds
@@ -248,7 +256,8 @@ class ResultStore:
     def finish(self, **extra) -> dict:
         """Adds ``extra`` top-level entries (provenance, summary), writes, returns."""
         self.data.update(jsonable(extra))
-        write_json(self.path, self.data)
+        if self.writer:
+            write_json(self.path, self.data)
         return self.data
 
 
@@ -271,15 +280,15 @@ def data_sharding(devices: int):
     import jax
     from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
-    if jax.device_count() < devices:
+    if jax.local_device_count() < devices:
         raise BadInput(
-            f"devices = {devices} but only {jax.device_count()} are visible "
+            f"devices = {devices} but only {jax.local_device_count()} are visible "
             "(CPU: XLA_FLAGS=--xla_force_host_platform_device_count=N)"
         )
     mesh = jax.make_mesh(
         (devices,),
         ("data",),
-        devices=jax.devices()[:devices],
+        devices=jax.local_devices()[:devices],  # this process's own devices
         axis_types=(AxisType.Auto,),  # XLA propagates the row sharding itself
     )
     return NamedSharding(mesh, PartitionSpec("data"))

@@ -50,6 +50,10 @@ VARIANT_NAMES = (
 )
 
 
+#: the trainable top's dtype per ``--precision`` (float64 on CPU; float32 is the
+#: accelerator policy, docs/benchmarks.md).
+PRECISIONS = {"float64": "float64", "float32": "float32"}
+
 #: 2: ``by_step`` pools each step with its own realized change (version 1 compared
 #: every step with the first step's change; its ``by_step`` entries are not used).
 ANALYSIS_VERSION = 2
@@ -66,7 +70,9 @@ class Config(_common.RolloutConfig):
     (comma-separated, ``"all"`` or ``"none"``). ``redraws``: dynamic sampling as in
     DAPO (Yu et al., 2025, §3.2): a seed whose prompts give no GRPO group with mixed
     rewards (every advantage 0, so nothing would be updated) draws new prompts, up to
-    ``redraws`` times; the draws taken are recorded per unit.
+    ``redraws`` times; the draws taken are recorded per unit. ``precision``: the
+    dtype of the trainable top and of every probe pass (:data:`PRECISIONS`;
+    docs/benchmarks.md, "precision policy").
     """
 
     task: str = "countdown"
@@ -84,6 +90,7 @@ class Config(_common.RolloutConfig):
     masks: str = "base"
     grid: str = "default"
     devices: int = 1
+    precision: str = "float64"
     out: str = "reports/sign_agreement"
 
     @classmethod
@@ -199,13 +206,20 @@ def run_unit(
     sharding,
     masks: bool,
     draw: int = 0,
+    trunk: dict | None = None,
 ):
-    """One (variant, seed): train with the probe; the analysis as a JSON-ready dict."""
+    """One (variant, seed): train with the probe; the analysis as a JSON-ready dict.
+
+    ``trunk``: a dict shared by the units of one rollout batch (the frozen trunk is
+    computed once for them, ``theorycheck.rl.Trainer``)."""
     from theorycheck.probes import analyze_probe, run_probe
     from theorycheck.rl import Trainer
 
     tc = train_config(cfg, overrides)
-    trainer = Trainer(model, rollouts, tc, seed=seed, sharding=sharding)
+    dtype = PRECISIONS[cfg.precision]
+    trainer = Trainer(
+        model, rollouts, tc, seed=seed, sharding=sharding, trunk=trunk, dtype=dtype
+    )
     probe = run_probe(trainer, topk=cfg.topk, delta=cfg.delta, masks=masks)
     out = analyze_probe(probe, delta=cfg.delta)
     out["rollouts"] = {
@@ -230,10 +244,15 @@ def _run(cfg: Config, *, fresh: bool, report_only: bool = False) -> int:
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    from experiments import _sign_report
-    from theorycheck._progress import bar
+    from experiments import _distributed, _sign_report
 
     grid = variants(cfg)
+    if cfg.precision not in PRECISIONS:
+        from theorycheck._errors import BadInput
+
+        raise BadInput(
+            f"unknown precision {cfg.precision!r}; valid: {', '.join(PRECISIONS)}"
+        )
     if cfg.seeds < 1:
         from theorycheck._errors import BadInput
 
@@ -241,19 +260,21 @@ def _run(cfg: Config, *, fresh: bool, report_only: bool = False) -> int:
     seeds = list(range(cfg.first_seed, cfg.first_seed + cfg.seeds))
     store = _common.ResultStore(cfg.out, cfg, fresh=fresh)
     sharding = _common.data_sharding(cfg.devices)
-    model = None
+    state: dict = {"model": None}
     # variant-major: every seed of the first variant before the next one, so that an
     # interrupted run has the base variant over all seeds first
     units = [(s, n) for n in grid for s in seeds]
     cache: dict = {}
-    for seed, name in bar(units, desc="sign agreement", unit="unit"):
-        unit = f"{name}/seed{seed}"
-        if store.done(unit) or report_only:
-            continue
+    trunks: dict = {}
+
+    def compute(unit: str):
+        name, seed = unit.split("/seed")
+        seed = int(seed)
         t0 = time.perf_counter()
-        if model is None:
+        if state["model"] is None:
             _common.log(f"loading {cfg.model}")
-            model = _load(cfg)
+            state["model"] = _load(cfg)
+        model = state["model"]
         mismatch = train_config(cfg, grid[name]).mismatch
         engine = "bfloat16" if mismatch else "float32"
         if (seed, engine) not in cache:
@@ -271,8 +292,13 @@ def _run(cfg: Config, *, fresh: bool, report_only: bool = False) -> int:
             sharding,
             name in mask_variants(cfg),
             draw,
+            trunk=trunks.setdefault((seed, engine), {}),
         )
-        store.save(unit, result, seconds=time.perf_counter() - t0)
+        return result, time.perf_counter() - t0
+
+    if not report_only:  # every process computes its share; process 0 saves
+        ids = [f"{n}/seed{s}" for s, n in units]
+        _distributed.run_units(ids, store, compute, progress="sign agreement")
     summary = _sign_report.summarize(store.data["units"], list(grid), seeds)
     missing = [f"{n}/seed{s}" for s, n in units if not store.done(f"{n}/seed{s}")]
     data = store.finish(
@@ -281,8 +307,9 @@ def _run(cfg: Config, *, fresh: bool, report_only: bool = False) -> int:
         summary=summary,
         missing_units=missing,
     )
-    _sign_report.write(cfg.out, data, store.timings)
-    print(os.path.join(cfg.out, "report.md"))
+    if store.writer:  # process 0 alone writes the report and figures
+        _sign_report.write(cfg.out, data, store.timings)
+        print(os.path.join(cfg.out, "report.md"))
     return 0
 
 

@@ -1,0 +1,205 @@
+"""Benchmark of the sign-agreement probe on the embedded SmolLM2-135M (CPU, float64).
+
+One unit of the default sign-agreement run (``experiments/sign_agreement.py``: the
+``base`` variant with its three mask branches, seed 0, Countdown, 2 prompts x 8
+samples x 8 new tokens, M = 4 minibatches, last 2 blocks trainable, AdamW lr 1e-5,
+K = 20), probed twice in the same process on the same trainer: by the plain per-step
+loop (``run_probe(fast=False)``, the baseline) and by the fast path
+(``run_probe(fast=True)``). Each runs cold (compile included) and then warm; the
+compile time is the difference. Measured: updated tokens probed per CPU-second
+(``time.process_time``: all threads of the process) of the warm probe (probe +
+analysis) and of a whole unit (plus the frozen trunk, which the trainer computes
+once per rollout batch), the CPU seconds per phase of both paths (the profile of one
+unit), the rollout generation and the model load, and the largest difference
+between the two paths' per-token numbers.
+
+Usage: python benchmarks/bench_probe.py [--new-tokens 8] [--prompts 2] [--samples 8]
+[--json-out PATH]. With ``--json-out`` it writes every measurement, the ratios, the
+targets and the provenance as JSON (``make bench`` writes
+``benchmarks/results/bench_probe.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import time
+
+import _results
+
+# updated tokens probed per CPU-second of the fast probe, and the same-run speed-up
+TARGETS = {
+    "tokens_per_cpu_s": (">=", 10.0),
+    "speedup": (">=", 10.0),
+}
+# name: (numerator, denominator)
+RATIOS = {
+    "speedup": ("tokens_per_cpu_s", "baseline_tokens_per_cpu_s"),
+    "unit_speedup": ("unit_tokens_per_cpu_s", "baseline_unit_tokens_per_cpu_s"),
+}
+#: the phases of a probe unit, in the order of the profile table.
+PHASES = (
+    "grad",
+    "update",
+    "jvp",
+    "stats",
+    "realized",
+    "masks",
+    "layout",
+    "analysis",
+    "other",
+)
+_KEYS = ("d0", "ntk1", "ntk2", "ratio", "ddot_full", "ddot_topk_aggregated")
+
+
+def _rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+
+
+def _cpu(fn):
+    c, w = time.process_time(), time.perf_counter()
+    out = fn()
+    return out, time.process_time() - c, time.perf_counter() - w
+
+
+def _probe(trainer, fast: bool):
+    """``(analysis, probe, cpu_s, phases)`` of one probe run of ``trainer``."""
+    from theorycheck.probes import analyze_probe, run_probe
+
+    phases: dict = {}
+    probe, cpu, _ = _cpu(
+        lambda: run_probe(trainer, topk=20, masks=True, fast=fast, timings=phases)
+    )
+    analysis, cpu_a, _ = _cpu(lambda: analyze_probe(probe))
+    phases["analysis"] = cpu_a
+    phases["other"] = max(
+        0.0, cpu - sum(v for k, v in phases.items() if k != "analysis")
+    )
+    return analysis, probe, cpu + cpu_a, phases
+
+
+def _max_rel_diff(a, b) -> float:
+    import numpy as np
+
+    worst = 0.0
+    for ra, rb in zip(a["steps"], b["steps"]):
+        for key in _KEYS:
+            scale = float(np.max(np.abs(ra[key]))) or 1.0
+            worst = max(worst, float(np.max(np.abs(ra[key] - rb[key]))) / scale)
+    scale = float(np.max(np.abs(a["trajectory"])))
+    d = float(np.max(np.abs(a["trajectory"] - b["trajectory"]))) / scale
+    return max(worst, d)
+
+
+def _same_metrics(a, b, rel=1e-9) -> tuple[int, int]:
+    """(metrics compared, metrics that differ beyond ``rel``) of two analyses."""
+    flat_a, flat_b = {}, {}
+
+    def walk(x, path, out):
+        if isinstance(x, dict):
+            for k, v in x.items():
+                walk(v, f"{path}/{k}", out)
+        elif isinstance(x, list):
+            for i, v in enumerate(x):
+                walk(v, f"{path}[{i}]", out)
+        else:
+            out[path] = x
+
+    walk(a, "", flat_a)
+    walk(b, "", flat_b)
+    differ = 0
+    for k, va in flat_a.items():
+        if k.endswith("max_abs_d0_jvp_minus_direct"):
+            continue
+        vb = flat_b.get(k)
+        if isinstance(va, float) and isinstance(vb, float):
+            differ += abs(va - vb) > rel * max(abs(va), abs(vb), 1e-300)
+        else:
+            differ += va != vb
+    return len(flat_a), differ
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--prompts", type=int, default=2)
+    p.add_argument("--samples", type=int, default=8)
+    p.add_argument("--new-tokens", type=int, default=8)
+    p.add_argument("--task", default="countdown")
+    p.add_argument("--model", default="smollm2")
+    p.add_argument("--json-out", default=None)
+    args = p.parse_args(argv)
+    doc = _results.start("bench_probe", args)
+
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    from theorycheck.models import load_model
+    from theorycheck.rl import TrainConfig, Trainer, collect_mixed, tiny_model
+
+    q: dict = {}
+    model, q["load_cpu_s"], _ = _cpu(
+        lambda: tiny_model() if args.model == "tiny" else load_model(args.model)
+    )
+    (rollouts, _), q["rollouts_cpu_s"], q["rollouts_wall_s"] = _cpu(
+        lambda: collect_mixed(
+            model,
+            args.task,
+            args.prompts,
+            seed=0,
+            samples=args.samples,
+            new_tokens=args.new_tokens,
+            topk=20,
+        )
+    )
+    runs, profiles = {}, {}
+    for name, fast in (("baseline", False), ("fast", True)):
+        for phase in ("cold", "warm"):
+            trainer, trunk_s, _ = _cpu(
+                lambda: Trainer(model, rollouts, TrainConfig(), seed=0)
+            )
+            analysis, probe, cpu, phases = _probe(trainer, fast)
+            runs[(name, phase)] = (analysis, probe, cpu, trunk_s)
+            profiles[f"{name}_{phase}"] = phases
+            print(
+                f"{name} {phase}: probe {cpu:.1f} CPU-s, trunk {trunk_s:.1f}",
+                flush=True,
+            )
+    tokens = runs[("fast", "warm")][0]["scale"]["updated_tokens"]
+    base_tokens = runs[("baseline", "warm")][0]["scale"]["updated_tokens"]
+    q["updated_tokens"] = tokens
+    q["trunk_cpu_s"] = runs[("fast", "warm")][3]
+    for name, prefix in (("baseline", "baseline_"), ("fast", "")):
+        _, _, cold, _ = runs[(name, "cold")]
+        _, _, warm, trunk = runs[(name, "warm")]
+        q[f"{prefix}probe_cpu_s"] = warm
+        q[f"{prefix}compile_cpu_s"] = max(0.0, cold - warm)
+        q[f"{prefix}tokens_per_cpu_s"] = tokens / warm
+        q[f"{prefix}unit_tokens_per_cpu_s"] = tokens / (warm + trunk)
+    q["max_rel_diff"] = _max_rel_diff(
+        runs[("baseline", "warm")][1], runs[("fast", "warm")][1]
+    )
+    compared, differ = _same_metrics(
+        runs[("baseline", "warm")][0], runs[("fast", "warm")][0]
+    )
+    q["metrics_compared"], q["metrics_differing"] = compared, differ
+    q["same_updated_tokens"] = base_tokens == tokens
+    q["peak_rss_gb"] = _rss_gb()
+    ratios = {k: q[n] / q[d] for k, (n, d) in RATIOS.items()}
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(json.dumps({"quantities": q, "ratios": ratios}, indent=1))
+    print(f"load average at the end: {load}")
+    if args.json_out:
+        doc.update(quantities=q, ratios=ratios, profile=profiles)
+        targets = {}
+        for name, (op, bound) in TARGETS.items():
+            tgt = _results.target(op, bound)
+            value = (q | ratios)[name]
+            targets[name] = {"target": tgt, "met": _results.met(value, tgt)}
+        doc["targets"] = targets
+        _results.write(args.json_out, _results.finish(doc))
+
+
+if __name__ == "__main__":
+    main()
