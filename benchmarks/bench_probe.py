@@ -22,6 +22,7 @@ targets and the provenance as JSON (``make bench`` writes
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import resource
@@ -50,6 +51,8 @@ PHASES = (
     "layout",
     "analysis",
     "other",
+    "trunk",
+    "io",
 )
 _KEYS = ("d0", "ntk1", "ntk2", "ratio", "ddot_full", "ddot_topk_aggregated")
 
@@ -78,6 +81,51 @@ def _probe(trainer, fast: bool):
         0.0, cpu - sum(v for k, v in phases.items() if k != "analysis")
     )
     return analysis, probe, cpu + cpu_a, phases
+
+
+def _step_changes(probe):
+    """Realized one-step ΔD of the updated tokens (the analysis's step horizon)."""
+    import numpy as np
+
+    traj, out = probe["trajectory"], []
+    for t, rec in enumerate(probe["steps"]):
+        sel = rec["in_minibatch"] & (rec["adv"] != 0)
+        out.append((traj[t + 1] - traj[t])[sel])
+    return np.concatenate(out)
+
+
+def _precision(run64, run32) -> dict:
+    """What float32 costs in the realized ΔD and the sign metrics (against float64)."""
+    import numpy as np
+
+    from theorycheck.probes import signs
+
+    (a64, p64, *_), (a32, p32) = run64, run32
+    r64, r32 = _step_changes(p64), _step_changes(p32)
+    live = signs(r64) != 0
+    flips = signs(r32[live]) != signs(r64[live])
+    out = {
+        "median_abs_step_change": float(np.median(np.abs(r64))),
+        "float32_median_abs_err_step_change": float(np.median(np.abs(r32 - r64))),
+        "float32_max_abs_err_step_change": float(np.max(np.abs(r32 - r64))),
+        "float32_realized_sign_flip_share": float(np.mean(flips)),
+    }
+    for name in ("ratio", "ntk1", "ntk2"):
+        m64 = a64["metrics"]["step"][name]["agreement"]
+        m32 = a32["metrics"]["step"][name]["agreement"]
+        out[f"{name}_agreement"] = m64
+        out[f"float32_{name}_agreement"] = m32
+    return out
+
+
+def _write_unit(analysis) -> None:
+    """The unit's results written as the experiment's store writes them (I/O)."""
+    import tempfile
+
+    from experiments._common import write_json
+
+    with tempfile.TemporaryDirectory() as tmp:
+        write_json(os.path.join(tmp, "results.json"), {"units": {"u": analysis}})
 
 
 def _max_rel_diff(a, b) -> float:
@@ -160,6 +208,8 @@ def main(argv=None) -> None:
                 lambda: Trainer(model, rollouts, TrainConfig(), seed=0)
             )
             analysis, probe, cpu, phases = _probe(trainer, fast)
+            phases["trunk"] = trunk_s
+            phases["io"] = _cpu(functools.partial(_write_unit, analysis))[1]
             runs[(name, phase)] = (analysis, probe, cpu, trunk_s)
             profiles[f"{name}_{phase}"] = phases
             print(
@@ -185,6 +235,10 @@ def main(argv=None) -> None:
     )
     q["metrics_compared"], q["metrics_differing"] = compared, differ
     q["same_updated_tokens"] = base_tokens == tokens
+    # the accelerator policy: the trainable top and every probe pass in float32
+    trainer32 = Trainer(model, rollouts, TrainConfig(), seed=0, dtype="float32")
+    analysis32, probe32, _, _ = _probe(trainer32, True)
+    q.update(_precision(runs[("fast", "warm")], (analysis32, probe32)))
     q["peak_rss_gb"] = _rss_gb()
     ratios = {k: q[n] / q[d] for k, (n, d) in RATIOS.items()}
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())

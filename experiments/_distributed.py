@@ -78,9 +78,9 @@ def initialize(
     if process_id is not None and num_processes is not None:
         if not 0 <= process_id < num_processes:
             raise BadInput(f"process_id = {process_id} is outside [0, {num_processes})")
-    if jax.default_backend() == "cpu":
-        # cross-process collectives on CPU (the gathers below) need an implementation
-        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    # cross-process collectives of the CPU backend (the gathers below); set before
+    # any backend starts, and without effect on GPU/TPU backends
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(
         coordinator_address=coordinator,
         num_processes=num_processes,

@@ -96,7 +96,7 @@ def test_a_changed_result_makes_its_block_stale(tmp_path):
     _page(tmp_path)
     doc = _models_doc()
     results.write(res / "bench_models.json", doc)
-    assert len(docgen.write_blocks(gen.blocks(res), tmp_path)) == 4
+    assert len(docgen.write_blocks(gen.blocks(res), tmp_path)) == len(gen.BENCHMARKS)
     assert docgen.stale_blocks(gen.blocks(res), tmp_path) == []
     doc["quantities"]["load_s"] = 13.5
     results.write(res / "bench_models.json", doc)
