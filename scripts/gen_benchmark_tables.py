@@ -283,7 +283,7 @@ PROBE_LABELS = {
     "probe_cpu_s": "fast: probe + analysis, warm (CPU-s)",
     "baseline_probe_cpu_s": "plain loop: probe + analysis, warm (CPU-s)",
     "compile_cpu_s": "fast: compile (cold − warm, CPU-s)",
-    "baseline_compile_cpu_s": "plain loop: compile (cold − warm, CPU-s)",
+    "baseline_warmup_cpu_s": "plain loop: warm-up run without masks (CPU-s)",
     "trunk_cpu_s": "frozen trunk, once per rollout batch (CPU-s)",
     "rollouts_cpu_s": "rollout generation, both engines' share of one seed (CPU-s)",
     "rollouts_wall_s": "rollout generation (wall s)",
@@ -324,7 +324,7 @@ PROBE_PHASES = {
     "trunk": "frozen trunk (trainer construction)",
     "io": "I/O: the unit's results written",
 }
-PROFILE_RUNS = ("baseline_cold", "baseline_warm", "fast_cold", "fast_warm")
+PROFILE_RUNS = ("baseline_warm", "fast_cold", "fast_warm")
 
 
 def render_probe(doc: dict) -> str:
@@ -349,7 +349,7 @@ def render_probe(doc: dict) -> str:
         return out
 
     prof = doc["profile"]
-    head = ["phase (CPU-s)", "plain, cold", "plain, warm", "fast, cold", "fast, warm"]
+    head = ["phase (CPU-s)", "plain loop, warm", "fast, cold", "fast, warm"]
     table = []
     for phase, label in PROBE_PHASES.items():
         cells = [prof[r].get(phase) for r in PROFILE_RUNS]

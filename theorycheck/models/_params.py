@@ -21,7 +21,13 @@ from jaxtyping import Float, Int
 from theorycheck._errors import BadInput
 from theorycheck.models._config import Family, ModelConfig
 from theorycheck.models._hf import expected_shapes
-from theorycheck.models._transformer import Params, head, positions_and_mask, run_blocks
+from theorycheck.models._transformer import (
+    Params,
+    final_norm,
+    head,
+    positions_and_mask,
+    run_blocks,
+)
 
 #: keys outside ``blocks`` that belong to the top of the model (after the last block).
 _TOP_KEYS = {Family.LLAMA: ("final_norm",), Family.GPT2: ("final_norm", "final_norm_b")}
@@ -179,6 +185,8 @@ def logits_from_prefix(
     prefix_mask: Int[Array, "groups prefix"],
     hidden: Float[Array, "batch rows D"],
     group: Int[Array, " batch"],
+    *,
+    features: bool = False,
 ) -> Float[Array, "batch rows V"]:
     r"""Logits of rows that continue shared prefixes, through the trainable top.
 
@@ -208,6 +216,8 @@ def logits_from_prefix(
         hidden: ``[batch, rows, D]`` the trunk's residual stream of the positions
             after the prefix (every one a real token).
         group: ``[batch]`` the prefix of each row.
+        features: return the head's input instead (``[batch, rows, D]``, after the
+            final norm; the logits are it times the head matrix).
 
     Returns:
         ``[batch, rows, V]`` logits.
@@ -238,6 +248,8 @@ def logits_from_prefix(
         axis=-1,
     )
     x, _ = run_blocks(blocks, config, hidden, positions, mask, (k, v, p))
+    if features:
+        return final_norm({**frozen, **trainable}, config, x)
     return head({**frozen, **trainable}, config, x)
 
 
