@@ -281,9 +281,11 @@ PROBE_LABELS = {
     "baseline_unit_tokens_per_cpu_s": "plain loop: updated tokens per CPU-second, with "
     "the trunk",
     "probe_cpu_s": "fast: probe + analysis, warm (CPU-s)",
-    "baseline_probe_cpu_s": "plain loop: probe + analysis, warm (CPU-s)",
+    "baseline_probe_cpu_s": "plain loop: warm steps × steps (CPU-s)",
     "compile_cpu_s": "fast: compile (cold − warm, CPU-s)",
-    "baseline_warmup_cpu_s": "plain loop: warm-up run without masks (CPU-s)",
+    "baseline_cold_cpu_s": "plain loop: the whole cold run (CPU-s)",
+    "baseline_step_cpu_s": "plain loop: one step, warm (median of steps 2-4, CPU-s)",
+    "step_cpu_s": "fast: one step, warm (median, CPU-s)",
     "trunk_cpu_s": "frozen trunk, once per rollout batch (CPU-s)",
     "rollouts_cpu_s": "rollout generation, both engines' share of one seed (CPU-s)",
     "rollouts_wall_s": "rollout generation (wall s)",
@@ -324,7 +326,7 @@ PROBE_PHASES = {
     "trunk": "frozen trunk (trainer construction)",
     "io": "I/O: the unit's results written",
 }
-PROFILE_RUNS = ("baseline_warm", "fast_cold", "fast_warm")
+PROFILE_RUNS = ("baseline_cold", "fast_cold", "fast_warm")
 
 
 def render_probe(doc: dict) -> str:
@@ -349,7 +351,7 @@ def render_probe(doc: dict) -> str:
         return out
 
     prof = doc["profile"]
-    head = ["phase (CPU-s)", "plain loop, warm", "fast, cold", "fast, warm"]
+    head = ["phase (CPU-s)", "plain loop, cold", "fast, cold", "fast, warm"]
     table = []
     for phase, label in PROBE_PHASES.items():
         cells = [prof[r].get(phase) for r in PROFILE_RUNS]
