@@ -283,17 +283,17 @@ PROBE_LABELS = {
     "probe_cpu_s": "fast: probe + analysis, warm (CPU-s)",
     "baseline_probe_cpu_s": "plain loop: warm steps × steps (CPU-s)",
     "compile_cpu_s": "fast: compile (cold − warm, CPU-s)",
-    "baseline_cold_cpu_s": "plain loop: the whole cold run (CPU-s)",
-    "baseline_step_cpu_s": "plain loop: one step, warm (median of steps 2-4, CPU-s)",
+    "baseline_cold_cpu_s": "plain loop: its first two steps, cold (CPU-s)",
+    "baseline_step_cpu_s": "plain loop: one step, warm (its second step, CPU-s)",
     "step_cpu_s": "fast: one step, warm (median, CPU-s)",
     "trunk_cpu_s": "frozen trunk, once per rollout batch (CPU-s)",
     "rollouts_cpu_s": "rollout generation, both engines' share of one seed (CPU-s)",
     "rollouts_wall_s": "rollout generation (wall s)",
     "load_cpu_s": "model load + dequantise (CPU-s)",
-    "max_rel_diff": "largest difference fast vs plain, per-token arrays (relative)",
-    "metrics_compared": "analysis metrics compared",
+    "max_rel_diff": "largest difference fast vs plain, per-token arrays of the first "
+    "two steps (relative)",
+    "metrics_compared": "analysis metrics of the first two steps compared",
     "metrics_differing": "analysis metrics differing (rel. > 1e-9)",
-    "same_updated_tokens": "same updated tokens",
     "peak_rss_gb": "peak RSS (GB)",
     "median_abs_step_change": "median realized one-step ΔD, float64 (updated tokens)",
     "float32_median_abs_err_step_change": "float32 policy: median error of that ΔD",
@@ -351,7 +351,7 @@ def render_probe(doc: dict) -> str:
         return out
 
     prof = doc["profile"]
-    head = ["phase (CPU-s)", "plain loop, cold", "fast, cold", "fast, warm"]
+    head = ["phase (CPU-s)", "plain loop, 2 steps, cold", "fast, cold", "fast, warm"]
     table = []
     for phase, label in PROBE_PHASES.items():
         cells = [prof[r].get(phase) for r in PROFILE_RUNS]
