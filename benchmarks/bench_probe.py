@@ -77,11 +77,11 @@ def _cpu(fn):
     return out, time.process_time() - c, time.perf_counter() - w
 
 
-def _probe(trainer, fast: bool, masks: bool = True):
+def _probe(trainer, fast: bool, masks: bool = True, phases=None):
     """``(analysis, probe, cpu_s, phases)`` of one probe run of ``trainer``."""
     from theorycheck.probes import analyze_probe, run_probe
 
-    phases: dict = {}
+    phases = {} if phases is None else phases
     probe, cpu, _ = _cpu(
         lambda: run_probe(trainer, topk=20, masks=masks, fast=fast, timings=phases)
     )
@@ -93,20 +93,26 @@ def _probe(trainer, fast: bool, masks: bool = True):
     return analysis, probe, cpu + cpu_a, phases
 
 
-def _time_steps(trainer, stop: int | None = None) -> list:
+def _time_steps(trainer, stop: int | None = None, phases=None) -> list:
     """CPU seconds of each step of the trainer's schedule, filled as a probe runs
-    (the schedule cut after ``stop`` steps when given)."""
+    (the schedule cut after ``stop`` steps when given); with ``phases`` (the probe's
+    timings dict) each entry is ``(seconds, {phase: seconds of this step})``."""
     times: list = []
     schedule = trainer.schedule
 
     def timed():
-        last = time.process_time()
+        last, seen = time.process_time(), dict(phases or {})
         for i, item in enumerate(schedule()):
             if stop is not None and i == stop:
                 return
             yield item
             now = time.process_time()
-            times.append(now - last)
+            if phases is None:
+                times.append(now - last)
+            else:
+                delta = {k: v - seen.get(k, 0.0) for k, v in phases.items()}
+                times.append((now - last, delta))
+                seen = dict(phases)
             last = now
 
     trainer.schedule = timed
@@ -253,8 +259,10 @@ def main(argv=None) -> None:
     ):
         trainer = Trainer(model, rollouts, TrainConfig(), seed=0, trunk=trunks)
         # the plain loop: its first BASELINE_STEPS steps (the first compiles)
-        steps[(name, phase)] = _time_steps(trainer, None if fast else BASELINE_STEPS)
-        analysis, probe, cpu, phases = _probe(trainer, fast)
+        phases: dict = {}
+        cut = None if fast else BASELINE_STEPS
+        steps[(name, phase)] = _time_steps(trainer, cut, phases)
+        analysis, probe, cpu, phases = _probe(trainer, fast, phases=phases)
         phases["trunk"] = trunk_s
         phases["io"] = _cpu(functools.partial(_write_unit, analysis))[1]
         runs[(name, phase)] = (analysis, probe, cpu, trunk_s)
@@ -264,13 +272,18 @@ def main(argv=None) -> None:
     q["updated_tokens"] = tokens
     q["trunk_cpu_s"] = runs[("fast", "warm")][3]
     # the plain loop, warm: its steps after the first (which compiles), per step
-    per_step = steps[("baseline", "cold")]
+    per_step = [t for t, _ in steps[("baseline", "cold")]]
     warm_step = statistics.median(per_step[1:])
+    n_steps = len(steps[("fast", "warm")])
+    # the plain loop's warm profile: its second step's phases times the unit's steps
+    profiles["baseline_warm"] = {
+        k: n_steps * v for k, v in steps[("baseline", "cold")][1][1].items()
+    }
     q["baseline_step_cpu_s"] = warm_step
     q["baseline_cold_cpu_s"] = runs[("baseline", "cold")][2]
-    q["baseline_probe_cpu_s"] = warm_step * len(steps[("fast", "warm")])
+    q["baseline_probe_cpu_s"] = warm_step * n_steps
     q["probe_cpu_s"] = runs[("fast", "warm")][2]
-    q["step_cpu_s"] = statistics.median(steps[("fast", "warm")])
+    q["step_cpu_s"] = statistics.median(t for t, _ in steps[("fast", "warm")])
     for prefix in ("baseline_", ""):
         cpu = q[f"{prefix}probe_cpu_s"]
         q[f"{prefix}tokens_per_cpu_s"] = tokens / cpu

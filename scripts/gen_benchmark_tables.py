@@ -326,7 +326,7 @@ PROBE_PHASES = {
     "trunk": "frozen trunk (trainer construction)",
     "io": "I/O: the unit's results written",
 }
-PROFILE_RUNS = ("baseline_cold", "fast_cold", "fast_warm")
+PROFILE_RUNS = ("baseline_cold", "baseline_warm", "fast_cold", "fast_warm")
 
 
 def render_probe(doc: dict) -> str:
@@ -351,7 +351,13 @@ def render_probe(doc: dict) -> str:
         return out
 
     prof = doc["profile"]
-    head = ["phase (CPU-s)", "plain loop, 2 steps, cold", "fast, cold", "fast, warm"]
+    head = [
+        "phase (CPU-s)",
+        "plain loop, 2 steps, cold",
+        "plain loop, warm (its 2nd step × steps)",
+        "fast, cold",
+        "fast, warm",
+    ]
     table = []
     for phase, label in PROBE_PHASES.items():
         cells = [prof[r].get(phase) for r in PROFILE_RUNS]

@@ -271,7 +271,7 @@ def test_probe_block_renders_targets_and_the_profile(tmp_path):
     lines = {line.split(" | ")[0]: line for line in text.splitlines()}
     speed = "| speed-up, probe: fast ÷ plain tokens per CPU-second"
     assert lines[speed].endswith("| 16 ✓ | ≥ 10 |")
-    assert "| **total** | **10.50** | **10.50** | **10.50** |" in text
+    assert "| **total** | **10.50** | **10.50** | **10.50** | **10.50** |" in text
     assert "2.00e-13" in text
     doc = _probe_doc()
     doc["ratios"]["speedup"] = 3.0
