@@ -345,7 +345,8 @@ def render_probe(doc: dict) -> str:
                 where = f"bench_probe: target on {name}"
                 met = _check_met(where, t["met"], values[name], t["target"])
             small = name == "max_rel_diff" or "change" in name
-            cell = _num(values[name], ".2e" if small else ".3g")
+            v = values[name]
+            cell = "–" if v is None else _num(v, ".2e" if small else ".3g")
             label = PROBE_LABELS.get(name, name)
             out.append([label, cell + _mark(met), _target(t and t["target"])])
         return out

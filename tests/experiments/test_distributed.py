@@ -17,7 +17,8 @@ import pytest
 from experiments import _distributed
 
 ROOT = Path(__file__).resolve().parents[2]
-ARGS = ["--tiny", "--grid", "base,sgd,no_mismatch", "--seeds", "1", "--masks", "none"]
+ARGS = ["--tiny", "--grid", "base,sgd,adam_no_momentum", "--seeds", "1"]
+ARGS += ["--masks", "none"]
 UNITS = 3  # two rounds on two processes
 
 
