@@ -297,6 +297,68 @@ def render_torchfront(doc: dict) -> str:
     for name, (num, den) in TORCH_RATIOS.items():
         values[name] = q[num] / q[den]
         _check_ratio(f"bench_torchfront: {name}", doc["ratios"][name], values[name])
+PROBE_LABELS = {
+    "updated_tokens": "updated tokens of the unit",
+    "tokens_per_cpu_s": "fast: updated tokens per CPU-second, probe + analysis (warm)",
+    "baseline_tokens_per_cpu_s": "plain loop (baseline): updated tokens per CPU-second",
+    "unit_tokens_per_cpu_s": "fast: updated tokens per CPU-second, with the trunk",
+    "baseline_unit_tokens_per_cpu_s": "plain loop: updated tokens per CPU-second, with "
+    "the trunk",
+    "probe_cpu_s": "fast: probe + analysis, warm (CPU-s)",
+    "baseline_probe_cpu_s": "plain loop: warm steps × steps (CPU-s)",
+    "compile_cpu_s": "fast: compile (cold − warm, CPU-s)",
+    "baseline_cold_cpu_s": "plain loop: its first two steps, cold (CPU-s)",
+    "baseline_step_cpu_s": "plain loop: one step, warm (its second step, CPU-s)",
+    "step_cpu_s": "fast: one step, warm (median, CPU-s)",
+    "trunk_cpu_s": "frozen trunk, once per rollout batch (CPU-s)",
+    "rollouts_cpu_s": "rollout generation, both engines' share of one seed (CPU-s)",
+    "rollouts_wall_s": "rollout generation (wall s)",
+    "load_cpu_s": "model load + dequantise (CPU-s)",
+    "max_rel_diff": "largest difference fast vs plain, per-token arrays of the first "
+    "two steps (relative)",
+    "metrics_compared": "analysis metrics of the first two steps compared",
+    "metrics_differing": "analysis metrics differing (rel. > 1e-9)",
+    "peak_rss_gb": "peak RSS (GB)",
+    "median_abs_step_change": "median realized one-step ΔD, float64 (updated tokens)",
+    "float32_median_abs_err_step_change": "float32 policy: median error of that ΔD",
+    "float32_max_abs_err_step_change": "float32 policy: largest error of that ΔD",
+    "float32_realized_sign_flip_share": "float32 policy: share of realized ΔD signs "
+    "flipped",
+    "ratio_agreement": "`ratio` agreement, float64",
+    "float32_ratio_agreement": "`ratio` agreement, float32 policy",
+    "ntk1_agreement": "`ntk1` agreement, float64",
+    "float32_ntk1_agreement": "`ntk1` agreement, float32 policy",
+    "ntk2_agreement": "`ntk2` agreement, float64",
+    "float32_ntk2_agreement": "`ntk2` agreement, float32 policy",
+    "speedup": "speed-up, probe: fast ÷ plain tokens per CPU-second",
+    "unit_speedup": "speed-up, with the trunk",
+}
+PROBE_RATIOS = {
+    "speedup": ("tokens_per_cpu_s", "baseline_tokens_per_cpu_s"),
+    "unit_speedup": ("unit_tokens_per_cpu_s", "baseline_unit_tokens_per_cpu_s"),
+}
+PROBE_PHASES = {
+    "grad": "trainer steps: minibatch loss + gradient",
+    "update": "optimizer update",
+    "jvp": "nested JVP (fast: + ratio, Ḋ from the same pass)",
+    "stats": "ratio and Ḋ (token_stats on the logits)",
+    "realized": "realized-D passes",
+    "masks": "mask branches",
+    "layout": "shared-prompt layout",
+    "analysis": "analysis (analyze_probe)",
+    "other": "other (Python, records)",
+    "trunk": "frozen trunk (trainer construction)",
+    "io": "I/O: the unit's results written",
+}
+PROFILE_RUNS = ("baseline_cold", "baseline_warm", "fast_cold", "fast_warm")
+
+
+def render_probe(doc: dict) -> str:
+    q, targets = doc["quantities"], doc["targets"]
+    values = dict(q)
+    for name, (num, den) in PROBE_RATIOS.items():
+        values[name] = q[num] / q[den]
+        _check_ratio(f"bench_probe: {name}", doc["ratios"][name], values[name])
 
     def rows(names):
         out = []
@@ -310,11 +372,39 @@ def render_torchfront(doc: dict) -> str:
             out.append([TORCH_LABELS.get(name, name), cell, _target(t and t["target"])])
         return out
 
+                where = f"bench_probe: target on {name}"
+                met = _check_met(where, t["met"], values[name], t["target"])
+            small = name == "max_rel_diff" or "change" in name
+            v = values[name]
+            cell = "–" if v is None else _num(v, ".2e" if small else ".3g")
+            label = PROBE_LABELS.get(name, name)
+            out.append([label, cell + _mark(met), _target(t and t["target"])])
+        return out
+
+    prof = doc["profile"]
+    head = [
+        "phase (CPU-s)",
+        "plain loop, 2 steps, cold",
+        "plain loop, warm (its 2nd step × steps)",
+        "fast, cold",
+        "fast, warm",
+    ]
+    table = []
+    for phase, label in PROBE_PHASES.items():
+        cells = [prof[r].get(phase) for r in PROFILE_RUNS]
+        if all(c is None for c in cells):
+            continue
+        table.append([label] + ["–" if c is None else f"{c:.2f}" for c in cells])
+    totals = [sum(prof[r].values()) for r in PROFILE_RUNS]
+    table.append(["**total**"] + [f"**{t:.2f}**" for t in totals])
     return "\n\n".join(
         [
             provenance(doc),
             _table(["measure", "value", "target"], rows(q)),
             _table(["ratio (same run)", "value", "target"], rows(TORCH_RATIOS)),
+            _table(["ratio (same run)", "value", "target"], rows(PROBE_RATIOS)),
+            "Profile of the unit (CPU seconds per phase, both paths in this run):",
+            _table(head, table),
         ]
     )
 
@@ -326,6 +416,7 @@ BENCHMARKS = {
     "bench_hessian": ("bench-hessian", render_hessian, ""),
     "bench_models": ("bench-models", render_models, ""),
     "bench_torchfront": ("bench-torchfront", render_torchfront, ""),
+    "bench_probe": ("bench-probe", render_probe, ""),
 }
 
 

@@ -228,3 +228,53 @@ def test_scale_check_block_renders_its_record(tmp_path):
     assert "| inputs (logits + behavior log-probs, GB) | 10.0 |" in text
     assert "| outputs NaN-free | True |" in text
     assert "load average 0.5 at start, 1.0 at end" in text
+
+
+def _probe_doc() -> dict:
+    """A bench_probe results document with made-up numbers."""
+    args = type("Args", (), {})()
+    vars(args).update(prompts=2, samples=8, new_tokens=8, task="countdown")
+    vars(args).update(model="smollm2", json_out="x.json")
+    doc = results.start("bench_probe", args)
+    q = dict(
+        updated_tokens=64,
+        tokens_per_cpu_s=12.8,
+        baseline_tokens_per_cpu_s=0.8,
+        unit_tokens_per_cpu_s=6.4,
+        baseline_unit_tokens_per_cpu_s=0.75,
+        probe_cpu_s=5.0,
+        baseline_probe_cpu_s=80.0,
+        compile_cpu_s=20.0,
+        max_rel_diff=2e-13,
+    )
+    ratios = {
+        "speedup": q["tokens_per_cpu_s"] / q["baseline_tokens_per_cpu_s"],
+        "unit_speedup": q["unit_tokens_per_cpu_s"]
+        / q["baseline_unit_tokens_per_cpu_s"],
+    }
+    targets = {}
+    for name, value in (("tokens_per_cpu_s", 12.8), ("speedup", ratios["speedup"])):
+        tgt = results.target(">=", 10.0)
+        targets[name] = {"target": tgt, "met": results.met(value, tgt)}
+    phases = {"grad": 1.0, "jvp": 2.0, "masks": 1.5, "trunk": 6.0}
+    profile = {r: dict(phases) for r in gen.PROFILE_RUNS}
+    doc.update(quantities=q, ratios=ratios, targets=targets, profile=profile)
+    doc["provenance"].update(
+        jax="0", numpy="0", platform="cpu", load_1min_end=1.0, load_1min_start=0.5
+    )
+    return doc
+
+
+def test_probe_block_renders_targets_and_the_profile(tmp_path):
+    results.write(tmp_path / "bench_probe.json", _probe_doc())
+    text = gen.render("bench_probe", tmp_path)
+    lines = {line.split(" | ")[0]: line for line in text.splitlines()}
+    speed = "| speed-up, probe: fast ÷ plain tokens per CPU-second"
+    assert lines[speed].endswith("| 16 ✓ | ≥ 10 |")
+    assert "| **total** | **10.50** | **10.50** | **10.50** | **10.50** |" in text
+    assert "2.00e-13" in text
+    doc = _probe_doc()
+    doc["ratios"]["speedup"] = 3.0
+    results.write(tmp_path / "bench_probe.json", doc)
+    with pytest.raises(gen.Inconsistent):
+        gen.render("bench_probe", tmp_path)

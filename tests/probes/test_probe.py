@@ -21,7 +21,8 @@ def test_probe_records_every_step(probe):
     ]
     for t, rec in enumerate(p["steps"]):
         # two routes to D before the step: the JVP's primal and a direct evaluation
-        np.testing.assert_array_equal(rec["d0"], p["trajectory"][t])
+        # (the start; later steps' D is the JVP primal itself, theorycheck.probes._fast)
+        np.testing.assert_allclose(rec["d0"], p["trajectory"][t], rtol=1e-9, atol=1e-15)
         assert rec["in_minibatch"].sum() == 4 * 5
     assert max(p["update_norms"]) > 0 and all(np.isfinite(p["update_norms"]))
 

@@ -21,7 +21,13 @@ from jaxtyping import Float, Int
 from theorycheck._errors import BadInput
 from theorycheck.models._config import Family, ModelConfig
 from theorycheck.models._hf import expected_shapes
-from theorycheck.models._transformer import Params, head, positions_and_mask, run_blocks
+from theorycheck.models._transformer import (
+    Params,
+    final_norm,
+    head,
+    positions_and_mask,
+    run_blocks,
+)
 
 #: keys outside ``blocks`` that belong to the top of the model (after the last block).
 _TOP_KEYS = {Family.LLAMA: ("final_norm",), Family.GPT2: ("final_norm", "final_norm_b")}
@@ -168,6 +174,82 @@ def logits_from_hidden(
     x, _ = run_blocks(trainable["blocks"], config, hidden, positions, mask)
     if rows is not None:
         x = x[:, rows[0] : rows[1]]
+    return head({**frozen, **trainable}, config, x)
+
+
+def logits_from_prefix(
+    trainable: Params,
+    frozen: Params,
+    config: ModelConfig,
+    prefix_hidden: Float[Array, "groups prefix D"],
+    prefix_mask: Int[Array, "groups prefix"],
+    hidden: Float[Array, "batch rows D"],
+    group: Int[Array, " batch"],
+    *,
+    features: bool = False,
+) -> Float[Array, "batch rows V"]:
+    r"""Logits of rows that continue shared prefixes, through the trainable top.
+
+    Row b is the sequence ``prefix[group[b]] + rows[b]``: the prefix (the first
+    ``prefix`` positions, left-padded with ``prefix_mask``) is common to every row of
+    its group, as a prompt is to the G samples of a GRPO group. Causal attention makes
+    the prefix's activations independent of what follows, so the top blocks run over
+    each distinct prefix once (its keys and values kept, as a KV cache does in
+    generation) and then over the ``rows`` positions of every row, which attend to
+    their group's prefix and causally to themselves:
+
+    .. math:: z_{b,t} = \mathrm{top}\big(h_{\text{prefix}[g_b]} \,\Vert\,
+              h_{b,\le t}\big)_t
+
+    The same function as :func:`logits_from_hidden` on the full sequences (to float
+    rounding: sums over the same keys in another order), at a fraction of the cost
+    when prefixes are long and shared (a prompt of P tokens and G samples: G-fold
+    fewer prefix positions).
+
+    Args:
+        trainable: from :func:`split_params`.
+        frozen: from :func:`split_params` (only its head weights are read).
+        config: the model's config.
+        prefix_hidden: ``[groups, prefix, D]`` the trunk's residual stream of each
+            distinct prefix.
+        prefix_mask: ``[groups, prefix]`` 1 for real prefix tokens (left padding 0).
+        hidden: ``[batch, rows, D]`` the trunk's residual stream of the positions
+            after the prefix (every one a real token).
+        group: ``[batch]`` the prefix of each row.
+        features: return the head's input instead (``[batch, rows, D]``, after the
+            final norm; the logits are it times the head matrix).
+
+    Returns:
+        ``[batch, rows, V]`` logits.
+    """
+    g, p, _ = prefix_hidden.shape
+    b, n, _ = hidden.shape
+    blocks = trainable["blocks"]
+    layers = jax.tree_util.tree_leaves(blocks)[0].shape[0]
+    heads = config.num_kv_heads if config.family is Family.LLAMA else config.num_heads
+    shape = (layers, g, p, heads, config.head_dim)
+    empty = jnp.zeros(shape, prefix_hidden.dtype)
+    positions, mask = positions_and_mask(prefix_mask, g, p)
+    _, (k, v) = run_blocks(
+        blocks, config, prefix_hidden, positions, mask, (empty, empty, 0)
+    )
+    pad = jnp.zeros((layers, b, n, heads, config.head_dim), k.dtype)
+    k = jnp.concatenate([k[:, group], pad], axis=2)
+    v = jnp.concatenate([v[:, group], pad], axis=2)
+    valid = jnp.asarray(prefix_mask).astype(bool)[group]
+    count = jnp.sum(valid, axis=-1, dtype=jnp.int32)
+    positions = count[:, None] + jnp.arange(n, dtype=jnp.int32)[None]
+    causal = jnp.tril(jnp.ones((n, n), dtype=bool))
+    mask = jnp.concatenate(
+        [
+            jnp.broadcast_to(valid[:, None, :], (b, n, p)),
+            jnp.broadcast_to(causal, (b, n, n)),
+        ],
+        axis=-1,
+    )
+    x, _ = run_blocks(blocks, config, hidden, positions, mask, (k, v, p))
+    if features:
+        return final_norm({**frozen, **trainable}, config, x)
     return head({**frozen, **trainable}, config, x)
 
 

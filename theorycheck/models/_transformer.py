@@ -126,16 +126,24 @@ def embed(params: Params, cfg: ModelConfig, tokens, positions) -> Array:
     return x
 
 
-def head(params: Params, cfg: ModelConfig, x) -> Array:
-    """Final norm and LM head; logits in at least float32, ``[batch, seq, V]``."""
+def final_norm(params: Params, cfg: ModelConfig, x) -> Array:
+    """The final norm: the head's input, ``[batch, seq, D]``."""
     if cfg.family is Family.GPT2:
-        x = layer_norm(x, params["final_norm"], params["final_norm_b"], cfg.norm_eps)
-    else:
-        x = rms_norm(x, params["final_norm"], cfg.norm_eps)
+        return layer_norm(x, params["final_norm"], params["final_norm_b"], cfg.norm_eps)
+    return rms_norm(x, params["final_norm"], cfg.norm_eps)
+
+
+def unembed(params: Params, cfg: ModelConfig, x) -> Array:
+    """The LM head's matrix applied to normed ``x``; at least float32."""
     acc = accumulation_dtype(x.dtype)
     if cfg.tie_embeddings:
         return jnp.einsum("bsd,vd->bsv", x, params["embed"], preferred_element_type=acc)
     return jnp.einsum("bsd,dv->bsv", x, params["lm_head"], preferred_element_type=acc)
+
+
+def head(params: Params, cfg: ModelConfig, x) -> Array:
+    """Final norm and LM head; logits in at least float32, ``[batch, seq, V]``."""
+    return unembed(params, cfg, final_norm(params, cfg, x))
 
 
 def positions_and_mask(

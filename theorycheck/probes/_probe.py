@@ -15,10 +15,12 @@ the trajectory follows the unmasked update).
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 import optax
 
 from theorycheck.numeric import MaskConfig, token_stats
+from theorycheck.probes._fast import _Clock
 from theorycheck.probes._mask import coupled_mask
 from theorycheck.probes._metrics import signs
 from theorycheck.probes._taylor import divergences, predict_change
@@ -29,11 +31,10 @@ ESTIMATORS = ("full", "topk_aggregated", "topk_uniform", "topk_proportional")
 MASKS = ("none", "ratio", "predictive", "coupled")
 
 
-def _mask_branches(trainer, trainable, opt_state, rows, rec, delta, d_after_none):
-    """Each mask's own update from the same state: share masked, D and ΔD of kept."""
+def _keeps(rec, delta):
+    """The keep-masks (1 = keep) of the four branches from a step's minibatch rows."""
     adv = rec["adv"]
-    d0 = rec["d0"]
-    outside = d0 > delta
+    outside = rec["d0"] > delta
     live = adv != 0
     clips = {
         "none": np.zeros_like(live),
@@ -41,7 +42,13 @@ def _mask_branches(trainer, trainable, opt_state, rows, rec, delta, d_after_none
         "predictive": outside & (signs(adv * rec["ddot_full"]) > 0),
     }
     keeps = {k: np.where(v & live, 0.0, 1.0) for k, v in clips.items()}
-    keeps["coupled"] = coupled_mask(d0, rec["ntk2"], adv, delta=delta)
+    keeps["coupled"] = coupled_mask(rec["d0"], rec["ntk2"], adv, delta=delta)
+    return keeps
+
+
+def _mask_branches(trainer, trainable, opt_state, rows, rec, delta, d_after_none):
+    """Each mask's own update from the same state: share masked, D and ΔD of kept."""
+    keeps = _keeps(rec, delta)
     out = {}
     for name in MASKS:
         keep = keeps[name]
@@ -55,7 +62,15 @@ def _mask_branches(trainer, trainable, opt_state, rows, rec, delta, d_after_none
     return out
 
 
-def run_probe(trainer, *, topk: int = 20, delta: float = 0.0, masks: bool = True):
+def run_probe(
+    trainer,
+    *,
+    topk: int = 20,
+    delta: float = 0.0,
+    masks: bool = True,
+    fast: bool = True,
+    timings: dict | None = None,
+):
     """Runs the trainer's schedule and records every per-token quantity.
 
     Args:
@@ -63,6 +78,13 @@ def run_probe(trainer, *, topk: int = 20, delta: float = 0.0, masks: bool = True
         topk: K of the top-K Ḋ estimators.
         delta: δ of the masks (tokens with D > δ are outside the trust region).
         masks: also evaluate the three masks' own updates at every step.
+        fast: the fast path (:mod:`._fast`: shared prompts, one pass per step, the
+            masks' gradients from one forward; the same numbers to float64 rounding);
+            False runs the plain per-step loop (the reference the fast path is tested
+            and benchmarked against).
+        timings: if a dict, CPU seconds per phase are added to it (``grad``,
+            ``update``, ``jvp``, ``stats``, ``realized``, ``masks``, ``layout``;
+            each call is waited for, which costs a little overlap).
 
     Returns:
         ``{"steps": [record, ...], "trajectory": [E·M + 1, B, N] D after each step,
@@ -71,28 +93,27 @@ def run_probe(trainer, *, topk: int = 20, delta: float = 0.0, masks: bool = True
         ``d0, ntk1, ntk2, ratio, ddot_<estimator>, adv``, ``in_minibatch``, plus
         ``masks`` (minibatch rows only) when asked.
     """
+    if fast:
+        return _run_fast(trainer, topk, delta, masks, timings)
+    clock = _Clock(timings)
     batch = trainer.batch
     blogp = np.asarray(batch.behavior_logp)
     sampled = np.asarray(batch.sampled)
     adv = np.asarray(batch.adv)
     trainable = trainer.trainable0
     opt_state = trainer.optimizer.init(trainable)
-    trajectory = [divergences(trainer, trainable)]
+    trajectory = [clock("realized", divergences, trainer, trainable)]
     steps, norms = [], []
     for epoch, step, rows in trainer.schedule():
-        _, grads = trainer.loss_and_grad(trainable, rows)
-        new, new_state, delta_theta = trainer.update(trainable, opt_state, grads)
-        d0, first, second = predict_change(trainer, trainable, delta_theta)
-        norms.append(float(optax.tree.norm(delta_theta)))
-        stats = token_stats(
-            blogp,
-            np.asarray(trainer.logits(trainable)),
-            sampled,
-            adv,
-            config=MaskConfig(topk=topk),
-            parts=("full", "topk"),
-            check=False,
+        _, grads = clock("grad", trainer.loss_and_grad, trainable, rows)
+        new, new_state, delta_theta = clock(
+            "update", trainer.update, trainable, opt_state, grads
         )
+        d0, first, second = clock(
+            "jvp", predict_change, trainer, trainable, delta_theta
+        )
+        norms.append(float(optax.tree.norm(delta_theta)))
+        stats = clock("stats", _stats, trainer, trainable, blogp, sampled, adv, topk)
         in_mb = np.zeros(sampled.shape[0], bool)
         in_mb[rows] = True
         rec = {
@@ -109,15 +130,133 @@ def run_probe(trainer, *, topk: int = 20, delta: float = 0.0, masks: bool = True
         }
         for est in ESTIMATORS:
             rec[f"ddot_{est}"] = np.asarray(stats[f"ddot_kl_{est}"])
-        after = divergences(trainer, new)
+        after = clock("realized", divergences, trainer, new)
         if masks:
-            sub = {k: rec[k][rows] for k in ("adv", "d0", "ratio", "ddot_full", "ntk2")}
-            rec["masks"] = _mask_branches(
-                trainer, trainable, opt_state, rows, sub, delta, after[rows]
+            sub = {k: rec[k][rows] for k in _MASK_INPUTS}
+            rec["masks"] = clock(
+                "masks",
+                _mask_branches,
+                trainer,
+                trainable,
+                opt_state,
+                rows,
+                sub,
+                delta,
+                after[rows],
             )
         steps.append(rec)
         trajectory.append(after)
         trainable, opt_state = new, new_state
+    return {
+        "steps": steps,
+        "trajectory": np.stack(trajectory),
+        "update_norms": norms,
+    }
+
+
+def _stats(trainer, trainable, blogp, sampled, adv, topk):
+    return token_stats(
+        blogp,
+        np.asarray(trainer.logits(trainable)),
+        sampled,
+        adv,
+        config=MaskConfig(topk=topk),
+        parts=("full", "topk"),
+        check=False,
+    )
+
+
+_MASK_INPUTS = ("adv", "d0", "ratio", "ddot_full", "ntk2")
+
+
+def _record(epoch, step, rows, adv, shape, d0, d0_check, first, ntk2, stats):
+    in_mb = np.zeros(shape[0], bool)
+    in_mb[rows] = True
+    rec = {
+        "epoch": epoch,
+        "step": step,
+        "rows": np.asarray(rows),
+        "in_minibatch": np.broadcast_to(in_mb[:, None], shape),
+        "adv": adv,
+        "d0": d0,
+        "d0_check": d0_check,
+        "ntk1": first,
+        "ntk2": ntk2,
+        "ratio": stats["ratio"],
+    }
+    for est in ESTIMATORS:
+        rec[f"ddot_{est}"] = stats[f"ddot_{est}"]
+    return rec
+
+
+def _fast_masks(fp, trainer, trainable, opt_state, step, sub, delta):
+    """The three masks' branches (the ``none`` branch's D is filled in later)."""
+    keeps = _keeps(sub, delta)
+    names = MASKS[1:]
+    _, grads = fp.grads(trainable, step, np.stack([keeps[k] for k in names]))
+    news = []
+    for i in range(len(names)):
+        g = jax.tree_util.tree_map(lambda x, i=i: x[i], grads)
+        news.append(trainer.update(trainable, opt_state, g)[0])
+    afters = fp.minibatch_divergences(news, step)
+    out = {"none": {"keep": keeps["none"], "d_after": None}}
+    for i, name in enumerate(names):
+        out[name] = {"keep": keeps[name], "d_after": afters[i]}
+    return out
+
+
+def _run_fast(trainer, topk, delta, masks, timings):
+    from theorycheck.probes._fast import FastProbe, first_of
+
+    fp = FastProbe(trainer, topk=topk, timings=timings)
+    clock = fp.clock
+    adv = np.asarray(trainer.batch.adv)
+    shape = adv.shape
+    trainable = trainer.trainable0
+    opt_state = trainer.optimizer.init(trainable)
+    ones = np.ones((1, len(trainer.minibatch_rows[0]), shape[1]))
+    trajectory = [clock("realized", fp.divergences, [trainable])[0]]
+    steps, norms = [], []
+    for epoch, step, rows in trainer.schedule():
+        _, grads = clock("grad", fp.grads, trainable, step, ones)
+        new, new_state, delta_theta = clock(
+            "update", trainer.update, trainable, opt_state, first_of(grads)
+        )
+        p = clock("jvp", fp.probe_pass, trainable, delta_theta)
+        if steps:
+            trajectory.append(p["d0"])  # D after the previous step
+        norms.append(float(optax.tree.norm(delta_theta)))
+        rec = _record(
+            epoch,
+            step,
+            rows,
+            adv,
+            shape,
+            p["d0"],
+            trajectory[-1],
+            p["first"],
+            p["first"] + 0.5 * p["second"],
+            p,
+        )
+        if masks:
+            sub = {k: rec[k][rows] for k in _MASK_INPUTS}
+            rec["masks"] = clock(
+                "masks",
+                _fast_masks,
+                fp,
+                trainer,
+                trainable,
+                opt_state,
+                step,
+                sub,
+                delta,
+            )
+        steps.append(rec)
+        trainable, opt_state = new, new_state
+    trajectory.append(clock("realized", fp.divergences, [trainable])[0])
+    for t, rec in enumerate(steps):
+        if masks:
+            rec["masks"]["none"]["d_after"] = trajectory[t + 1][rec["rows"]]
     return {
         "steps": steps,
         "trajectory": np.stack(trajectory),

@@ -119,6 +119,10 @@ class Trainer:
             None; the batch arrays are placed with it, weights are replicated.
         chunk: sequences per call of the whole-batch probes (memory); None = the
             whole batch at once (the default with a ``sharding``).
+        trunk: a dict shared by the trainers of ONE model and ONE rollout batch: the
+            frozen trunk's residual stream is computed once per (trainable blocks,
+            seed, dtype) and reused by the others (exact: the same array), e.g. by
+            the variants of one seed that differ only in their optimizer or epochs.
     """
 
     def __init__(
@@ -131,6 +135,7 @@ class Trainer:
         dtype=jnp.float64,
         sharding=None,
         chunk: int | None = 4,
+        trunk: dict | None = None,
     ):
         cfg, params, _ = model
         if config.mismatch and rollouts.behavior_logp is None:
@@ -155,13 +160,18 @@ class Trainer:
         order = np.random.default_rng(seed).permutation(b)
         ids, amask = rollouts.sequences()
         ids, amask = ids[order], amask[order]
-        hidden = hidden_states(
-            params,
-            cfg,
-            ids,
-            num_blocks=cfg.num_layers - config.trainable_blocks,
-            attention_mask=amask,
-        ).astype(dtype)
+        key = (config.trainable_blocks, seed, jnp.dtype(dtype).name)
+        hidden = None if trunk is None else trunk.get(key)
+        if hidden is None:
+            hidden = hidden_states(
+                params,
+                cfg,
+                ids,
+                num_blocks=cfg.num_layers - config.trainable_blocks,
+                attention_mask=amask,
+            ).astype(dtype)
+            if trunk is not None:
+                trunk[key] = hidden
         start = rollouts.prompt_ids.shape[1] - 1  # row t scores the token at t + 1
         self.rows = (start, start + n)
         self.groups = int(rollouts.group.max()) + 1

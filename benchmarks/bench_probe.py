@@ -1,0 +1,324 @@
+"""Benchmark of the sign-agreement probe on the embedded SmolLM2-135M (CPU, float64).
+
+One unit of the default sign-agreement run (``experiments/sign_agreement.py``: the
+``base`` variant with its three mask branches, seed 0, Countdown, 2 prompts x 8
+samples x 8 new tokens, M = 4 minibatches, last 2 blocks trainable, AdamW lr 1e-5,
+K = 20), probed twice in the same process on the same trainer: by the plain per-step
+loop (``run_probe(fast=False)``, the baseline) and by the fast path
+(``run_probe(fast=True)``). The plain loop runs its first :data:`BASELINE_STEPS`
+steps (of the shared machine's CPU, the whole plain unit is the most expensive part
+of the run): the first compiles, and its warm cost is the median of the later steps
+times the unit's number of steps (which leaves out its pass before the first step,
+in the plain loop's favour). The per-token arrays and the metrics are compared on
+those steps. The fast path
+runs cold (compile included) and then warm; its compile time is the difference.
+Every trainer shares one frozen trunk (computed once, timed once).
+Measured: updated tokens probed per CPU-second
+(``time.process_time``: all threads of the process) of the warm probe (probe +
+analysis) and of a whole unit (plus the frozen trunk, which the trainer computes
+once per rollout batch), the CPU seconds per phase of both paths (the profile of one
+unit), the rollout generation and the model load, and the largest difference
+between the two paths' per-token numbers.
+
+Usage: python benchmarks/bench_probe.py [--new-tokens 8] [--prompts 2] [--samples 8]
+[--json-out PATH]. With ``--json-out`` it writes every measurement, the ratios, the
+targets and the provenance as JSON (``make bench`` writes
+``benchmarks/results/bench_probe.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import resource
+import statistics
+import time
+
+import _results
+
+# updated tokens probed per CPU-second of the fast probe, and the same-run speed-up
+TARGETS = {
+    "tokens_per_cpu_s": (">=", 10.0),
+    "speedup": (">=", 10.0),
+}
+# name: (numerator, denominator)
+RATIOS = {
+    "speedup": ("tokens_per_cpu_s", "baseline_tokens_per_cpu_s"),
+    "unit_speedup": ("unit_tokens_per_cpu_s", "baseline_unit_tokens_per_cpu_s"),
+}
+#: the phases of a probe unit, in the order of the profile table.
+PHASES = (
+    "grad",
+    "update",
+    "jvp",
+    "stats",
+    "realized",
+    "masks",
+    "layout",
+    "analysis",
+    "other",
+    "trunk",
+    "io",
+)
+#: the plain loop runs this many steps: the first compiles, the rest are warm.
+BASELINE_STEPS = 2
+_KEYS = ("d0", "ntk1", "ntk2", "ratio", "ddot_full", "ddot_topk_aggregated")
+
+
+def _rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+
+
+def _cpu(fn):
+    c, w = time.process_time(), time.perf_counter()
+    out = fn()
+    return out, time.process_time() - c, time.perf_counter() - w
+
+
+def _probe(trainer, fast: bool, masks: bool = True, phases=None):
+    """``(analysis, probe, cpu_s, phases)`` of one probe run of ``trainer``."""
+    from theorycheck.probes import analyze_probe, run_probe
+
+    phases = {} if phases is None else phases
+    probe, cpu, _ = _cpu(
+        lambda: run_probe(trainer, topk=20, masks=masks, fast=fast, timings=phases)
+    )
+    analysis, cpu_a, _ = _cpu(lambda: analyze_probe(probe))
+    phases["analysis"] = cpu_a
+    phases["other"] = max(
+        0.0, cpu - sum(v for k, v in phases.items() if k != "analysis")
+    )
+    return analysis, probe, cpu + cpu_a, phases
+
+
+def _time_steps(trainer, stop: int | None = None, phases=None) -> list:
+    """CPU seconds of each step of the trainer's schedule, filled as a probe runs
+    (the schedule cut after ``stop`` steps when given); with ``phases`` (the probe's
+    timings dict) each entry is ``(seconds, {phase: seconds of this step})``."""
+    times: list = []
+    schedule = trainer.schedule
+
+    def timed():
+        last, seen = time.process_time(), dict(phases or {})
+        for i, item in enumerate(schedule()):
+            if stop is not None and i == stop:
+                return
+            yield item
+            now = time.process_time()
+            if phases is None:
+                times.append(now - last)
+            else:
+                delta = {k: v - seen.get(k, 0.0) for k, v in phases.items()}
+                times.append((now - last, delta))
+                seen = dict(phases)
+            last = now
+
+    trainer.schedule = timed
+    return times
+
+
+def _step_changes(probe):
+    """Realized one-step ΔD of the updated tokens (the analysis's step horizon)."""
+    import numpy as np
+
+    traj, out = probe["trajectory"], []
+    for t, rec in enumerate(probe["steps"]):
+        sel = rec["in_minibatch"] & (rec["adv"] != 0)
+        out.append((traj[t + 1] - traj[t])[sel])
+    return np.concatenate(out)
+
+
+def _precision(run64, run32) -> dict:
+    """What float32 costs in the realized ΔD and the sign metrics (against float64)."""
+    import numpy as np
+
+    from theorycheck.probes import signs
+
+    (a64, p64, *_), (a32, p32) = run64, run32
+    r64, r32 = _step_changes(p64), _step_changes(p32)
+    live = signs(r64) != 0
+    flips = signs(r32[live]) != signs(r64[live])
+    out = {
+        "median_abs_step_change": float(np.median(np.abs(r64))),
+        "float32_median_abs_err_step_change": float(np.median(np.abs(r32 - r64))),
+        "float32_max_abs_err_step_change": float(np.max(np.abs(r32 - r64))),
+        "float32_realized_sign_flip_share": float(np.mean(flips)),
+    }
+    for name in ("ratio", "ntk1", "ntk2"):
+        m64 = a64["metrics"]["step"][name]["agreement"]
+        m32 = a32["metrics"]["step"][name]["agreement"]
+        out[f"{name}_agreement"] = m64
+        out[f"float32_{name}_agreement"] = m32
+    return out
+
+
+def _write_unit(analysis) -> None:
+    """The unit's results written as the experiment's store writes them (I/O)."""
+    import tempfile
+
+    from experiments._common import write_json
+
+    with tempfile.TemporaryDirectory() as tmp:
+        write_json(os.path.join(tmp, "results.json"), {"units": {"u": analysis}})
+
+
+def _first_steps(probe, n: int) -> dict:
+    """The probe record of the first ``n`` steps only."""
+    return {
+        "steps": probe["steps"][:n],
+        "trajectory": probe["trajectory"][: n + 1],
+        "update_norms": probe["update_norms"][:n],
+    }
+
+
+def _max_rel_diff(a, b) -> float:
+    import numpy as np
+
+    worst = 0.0
+    for ra, rb in zip(a["steps"], b["steps"]):
+        for key in _KEYS:
+            scale = float(np.max(np.abs(ra[key]))) or 1.0
+            worst = max(worst, float(np.max(np.abs(ra[key] - rb[key]))) / scale)
+    scale = float(np.max(np.abs(a["trajectory"])))
+    d = float(np.max(np.abs(a["trajectory"] - b["trajectory"]))) / scale
+    return max(worst, d)
+
+
+def _same_metrics(a, b, rel=1e-9) -> tuple[int, int]:
+    """(metrics compared, metrics that differ beyond ``rel``) of two analyses."""
+    flat_a, flat_b = {}, {}
+
+    def walk(x, path, out):
+        if isinstance(x, dict):
+            for k, v in x.items():
+                walk(v, f"{path}/{k}", out)
+        elif isinstance(x, list):
+            for i, v in enumerate(x):
+                walk(v, f"{path}[{i}]", out)
+        else:
+            out[path] = x
+
+    walk(a, "", flat_a)
+    walk(b, "", flat_b)
+    differ = 0
+    for k, va in flat_a.items():
+        if k.endswith("max_abs_d0_jvp_minus_direct"):
+            continue
+        vb = flat_b.get(k)
+        if isinstance(va, float) and isinstance(vb, float):
+            differ += abs(va - vb) > rel * max(abs(va), abs(vb), 1e-300)
+        else:
+            differ += va != vb
+    return len(flat_a), differ
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--prompts", type=int, default=2)
+    p.add_argument("--samples", type=int, default=8)
+    p.add_argument("--new-tokens", type=int, default=8)
+    p.add_argument("--task", default="countdown")
+    p.add_argument("--model", default="smollm2")
+    p.add_argument("--json-out", default=None)
+    args = p.parse_args(argv)
+    doc = _results.start("bench_probe", args)
+
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    from theorycheck.models import load_model
+    from theorycheck.probes import analyze_probe
+    from theorycheck.rl import TrainConfig, Trainer, collect_mixed, tiny_model
+
+    q: dict = {}
+    model, q["load_cpu_s"], _ = _cpu(
+        lambda: tiny_model() if args.model == "tiny" else load_model(args.model)
+    )
+    (rollouts, _), q["rollouts_cpu_s"], q["rollouts_wall_s"] = _cpu(
+        lambda: collect_mixed(
+            model,
+            args.task,
+            args.prompts,
+            seed=0,
+            samples=args.samples,
+            new_tokens=args.new_tokens,
+            topk=20,
+        )
+    )
+    runs, profiles, steps = {}, {}, {}
+    trunks: dict = {}
+    trunk_s = _cpu(
+        lambda: Trainer(model, rollouts, TrainConfig(), seed=0, trunk=trunks)
+    )[1]
+    for name, fast, phase in (
+        ("baseline", False, "cold"),
+        ("fast", True, "cold"),
+        ("fast", True, "warm"),
+    ):
+        trainer = Trainer(model, rollouts, TrainConfig(), seed=0, trunk=trunks)
+        # the plain loop: its first BASELINE_STEPS steps (the first compiles)
+        phases: dict = {}
+        cut = None if fast else BASELINE_STEPS
+        steps[(name, phase)] = _time_steps(trainer, cut, phases)
+        analysis, probe, cpu, phases = _probe(trainer, fast, phases=phases)
+        phases["trunk"] = trunk_s
+        phases["io"] = _cpu(functools.partial(_write_unit, analysis))[1]
+        runs[(name, phase)] = (analysis, probe, cpu, trunk_s)
+        profiles[f"{name}_{phase}"] = phases
+        print(f"{name} {phase}: probe {cpu:.1f} CPU-s", flush=True)
+    tokens = runs[("fast", "warm")][0]["scale"]["updated_tokens"]
+    q["updated_tokens"] = tokens
+    q["trunk_cpu_s"] = runs[("fast", "warm")][3]
+    # the plain loop, warm: its steps after the first (which compiles), per step
+    per_step = [t for t, _ in steps[("baseline", "cold")]]
+    warm_step = statistics.median(per_step[1:])
+    n_steps = len(steps[("fast", "warm")])
+    # the plain loop's warm profile: its second step's phases times the unit's steps
+    profiles["baseline_warm"] = {
+        k: n_steps * v for k, v in steps[("baseline", "cold")][1][1].items()
+    }
+    q["baseline_step_cpu_s"] = warm_step
+    q["baseline_cold_cpu_s"] = runs[("baseline", "cold")][2]
+    q["baseline_probe_cpu_s"] = warm_step * n_steps
+    q["probe_cpu_s"] = runs[("fast", "warm")][2]
+    q["step_cpu_s"] = statistics.median(t for t, _ in steps[("fast", "warm")])
+    for prefix in ("baseline_", ""):
+        cpu = q[f"{prefix}probe_cpu_s"]
+        q[f"{prefix}tokens_per_cpu_s"] = tokens / cpu
+        q[f"{prefix}unit_tokens_per_cpu_s"] = tokens / (cpu + trunk_s)
+    q["compile_cpu_s"] = max(0.0, runs[("fast", "cold")][2] - runs[("fast", "warm")][2])
+    plain = runs[("baseline", "cold")][1]
+    fast = _first_steps(runs[("fast", "warm")][1], len(plain["steps"]))
+    q["max_rel_diff"] = _max_rel_diff(plain, fast)
+    compared, differ = _same_metrics(runs[("baseline", "cold")][0], analyze_probe(fast))
+    q["metrics_compared"], q["metrics_differing"] = compared, differ
+    q["peak_rss_gb"] = _rss_gb()
+    _report(args, doc, q, profiles)
+    # the accelerator policy: the trainable top and every probe pass in float32
+    trainer32 = Trainer(model, rollouts, TrainConfig(), seed=0, dtype="float32")
+    analysis32, probe32, _, _ = _probe(trainer32, True)
+    q.update(_precision(runs[("fast", "warm")], (analysis32, probe32)))
+    q["peak_rss_gb"] = _rss_gb()
+    _report(args, doc, q, profiles)
+
+
+def _report(args, doc, q, profiles) -> None:
+    ratios = {k: q[n] / q[d] for k, (n, d) in RATIOS.items()}
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(json.dumps({"quantities": q, "ratios": ratios}, indent=1))
+    print(f"load average at the end: {load}", flush=True)
+    if args.json_out:
+        doc.update(quantities=q, ratios=ratios, profile=profiles)
+        targets = {}
+        for name, (op, bound) in TARGETS.items():
+            tgt = _results.target(op, bound)
+            value = (q | ratios)[name]
+            targets[name] = {"target": tgt, "met": _results.met(value, tgt)}
+        doc["targets"] = targets
+        _results.write(args.json_out, _results.finish(doc))
+
+
+if __name__ == "__main__":
+    main()

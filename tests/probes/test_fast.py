@@ -1,0 +1,138 @@
+"""The probe's fast path against the plain per-step loop: the same numbers (to float64
+rounding) for every recorded array and every metric of the analysis, on the tiny
+model; shared prompts, the one-pass-per-step bookkeeping, the masks' vmapped
+gradients and one compile for every seed of the same shape."""
+
+import jax
+import numpy as np
+import pytest
+
+from theorycheck.models import logits_from_prefix
+from theorycheck.probes import _fast, analyze_probe, run_probe
+from theorycheck.rl import TrainConfig, Trainer
+
+RTOL, ATOL = 1e-9, 1e-15  # float64 rounding through a few hundred operations
+
+
+def _close(a, b, where=""):
+    """Recursive comparison: equal keys, equal ints/bools/None, close floats."""
+    if isinstance(a, dict):
+        assert set(a) == set(b), where
+        for k in a:
+            _close(a[k], b[k], f"{where}/{k}")
+    elif isinstance(a, list | tuple):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            _close(x, y, f"{where}[{i}]")
+    elif isinstance(a, np.ndarray):
+        if a.dtype.kind in "biu":
+            np.testing.assert_array_equal(a, b, err_msg=where)
+        else:
+            np.testing.assert_allclose(b, a, rtol=RTOL, atol=ATOL, err_msg=where)
+    elif isinstance(a, bool | int) or a is None:
+        assert a == b, where
+    else:
+        assert b == pytest.approx(a, rel=RTOL, abs=ATOL), where
+
+
+CASES = {
+    "two_epochs_masks": (TrainConfig(lr=1e-2, epochs=2), True, "bf16"),
+    "sgd_on_policy": (
+        TrainConfig(optimizer="sgd", lr=0.3, mismatch=False, minibatches=2),
+        False,
+        "f32",
+    ),
+}
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def both(request, tiny, rollouts_bf16, rollouts_f32):
+    cfg, masks, engine = CASES[request.param]
+    ro = rollouts_bf16 if engine == "bf16" else rollouts_f32
+    tr = Trainer(tiny, ro, cfg, seed=0)
+    plain = run_probe(tr, topk=5, delta=0.0, masks=masks, fast=False)
+    fast = run_probe(tr, topk=5, delta=0.0, masks=masks, fast=True)
+    return tr, plain, fast, masks
+
+
+def test_every_recorded_array_matches_the_plain_loop(both):
+    _, plain, fast, masks = both
+    assert len(fast["steps"]) == len(plain["steps"])
+    _close(plain["trajectory"], fast["trajectory"], "trajectory")
+    _close(plain["update_norms"], fast["update_norms"], "update_norms")
+    for t, (a, b) in enumerate(zip(plain["steps"], fast["steps"])):
+        assert set(a) == set(b) and ("masks" in b) == masks
+        for key in a:
+            if key == "d0_check":
+                continue  # a different route by design (module docstring of _fast)
+            _close(a[key], b[key], f"step {t}/{key}")
+
+
+def test_every_metric_of_the_analysis_matches_the_plain_loop(both):
+    _, plain, fast, _ = both
+    a, b = analyze_probe(plain), analyze_probe(fast)
+    a["checks"].pop("max_abs_d0_jvp_minus_direct")
+    check = b["checks"].pop("max_abs_d0_jvp_minus_direct")
+    assert check <= 1e-12  # the start's direct pass agrees with the first JVP primal
+    _close(a, b, "analysis")
+    assert b["scale"]["updated_tokens"] > 0
+
+
+def test_the_start_and_the_end_of_the_trajectory_are_direct_passes(both):
+    tr, _, fast, _ = both
+    from theorycheck.probes import divergences
+
+    np.testing.assert_allclose(
+        fast["trajectory"][0], divergences(tr, tr.trainable0), rtol=RTOL, atol=ATOL
+    )
+    np.testing.assert_allclose(
+        fast["steps"][0]["d0"], fast["steps"][0]["d0_check"], rtol=RTOL, atol=ATOL
+    )
+
+
+def test_shared_prompts_give_the_full_sequence_logits(tiny, rollouts_bf16):
+    tr = Trainer(tiny, rollouts_bf16, TrainConfig(), seed=1)
+    lay = _fast.layout(tr)
+    assert lay.shared and lay.prefix_hidden.shape[0] == len(np.unique(lay.group))
+    assert lay.prefix_hidden.shape[1] % _fast.BUCKET == 0
+    z = logits_from_prefix(
+        tr.trainable0,
+        tr.head_params,
+        tr.model_config,
+        lay.prefix_hidden,
+        lay.prefix_mask,
+        lay.hidden,
+        lay.group,
+    )
+    np.testing.assert_allclose(
+        np.asarray(z), np.asarray(tr.logits(tr.trainable0)), rtol=1e-12, atol=1e-12
+    )
+
+
+def test_unshared_prompts_fall_back_to_one_prefix_per_row(tiny, rollouts_bf16):
+    tr = Trainer(tiny, rollouts_bf16, TrainConfig(), seed=1)
+    b = tr.batch
+    # make row 0's prompt differ from its group's: the layout must not share it
+    start = tr.rows[0]
+    hidden = b.hidden.at[0, start - 1].add(1.0)
+    tr.batch = b._replace(hidden=hidden)
+    lay = _fast.layout(tr)
+    assert not lay.shared and lay.prefix_hidden.shape[0] == b.hidden.shape[0]
+
+
+def test_one_compile_serves_every_seed_of_the_same_shape(tiny, rollouts_bf16, both):
+    # `both` ran first: the fast path's programs are compiled for this shape
+    cfg = TrainConfig(lr=1e-2, epochs=2)
+    run_probe(Trainer(tiny, rollouts_bf16, cfg, seed=3), topk=5, masks=True)
+    sizes = [f._cache_size() for f in (_fast._grads, _fast._probe_pass)]
+    run_probe(Trainer(tiny, rollouts_bf16, cfg, seed=4), topk=5, masks=True)
+    assert [f._cache_size() for f in (_fast._grads, _fast._probe_pass)] == sizes
+
+
+def test_phase_timings_are_recorded(tiny, rollouts_bf16):
+    tr = Trainer(tiny, rollouts_bf16, TrainConfig(lr=1e-2), seed=0)
+    timings: dict = {}
+    run_probe(tr, topk=5, masks=True, timings=timings)
+    assert {"grad", "jvp", "masks", "realized", "update"} <= set(timings)
+    assert all(v >= 0 for v in timings.values())
+    assert jax.numpy.isfinite(sum(timings.values()))

@@ -1,0 +1,390 @@
+r"""The sign-agreement probe's fast path: the same numbers as the plain loop, cheaper.
+
+:func:`~theorycheck.probes.run_probe` (``fast=True``, the default) computes every
+quantity of the plain per-step loop (``fast=False``) with these changes, each exact
+(the same function of the same inputs; the numbers agree to float64 rounding, checked
+against the plain loop in ``tests/probes/test_fast.py``):
+
+* **Shared prompts.** The G samples of a GRPO group share their prompt, and causal
+  attention makes the prompt's activations independent of the response, so the
+  trainable top runs over each distinct prompt once and over every response
+  (:func:`theorycheck.models.logits_from_prefix`) instead of over B full sequences.
+* **One pass per step.** D, the ratio, the exact and top-K Ḋ (from the primal logits)
+  and :math:`g'(0), g''(0)` along the step's update (one nested JVP) come from one
+  jitted call over all rows; D after step t is the primal of step t + 1's pass (the
+  same function at :math:`\theta_{t+1}`), so no separate realized pass runs except at
+  the start and the end of the run (the start's direct pass is compared with the
+  first JVP's primal, ``d0_check``).
+* **Masks from one forward.** The gradients of the three masks' objectives are the
+  pullbacks of one forward of the minibatch with three cotangents (``vmap`` over the
+  keep-masks: the loss is linear in the keep-mask), and their post-update D comes
+  from one vmapped forward over the three updated parameter sets.
+* **Compile once per shape.** The prompt is left-padded to a multiple of
+  :data:`BUCKET` positions and the rows run in fixed-size chunks, so every seed and
+  variant with the same batch shape reuses one compiled program; weights are jit
+  arguments.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from theorycheck.losses import LOSSES, Reduction, reduction_weights
+from theorycheck.models import logits_from_prefix
+from theorycheck.numeric import MaskConfig, token_stats
+from theorycheck.probes._taylor import kl_rows, taylor_fn
+
+#: prompts are left-padded to a multiple of this many positions (one compile for all
+#: prompt lengths in a bucket).
+BUCKET = 32
+#: rows x response tokens per probe-pass call (bounds the [tokens, V] temporaries).
+TOKENS_PER_CALL = 512
+_ESTIMATORS = ("full", "topk_aggregated", "topk_uniform", "topk_proportional")
+
+
+class Layout(NamedTuple):
+    """A trainer batch split into distinct prompts and per-row responses.
+
+    Attributes:
+        prefix_hidden: ``[G, P, D]`` trunk residual stream of each group's prompt
+            (positions before the first scored row), left-padded to :data:`BUCKET`.
+        prefix_mask: ``[G, P]``.
+        hidden: ``[B, N, D]`` the scored rows' residual stream.
+        group: ``[B]`` each row's prompt.
+        shared: whether prompts are shared within groups (False: one prefix per row).
+    """
+
+    prefix_hidden: jax.Array
+    prefix_mask: jax.Array
+    hidden: jax.Array
+    group: np.ndarray
+    shared: bool
+
+
+def layout(trainer) -> Layout:
+    """The :class:`Layout` of a trainer's batch.
+
+    A group's rows share one prefix only when their prompt masks are equal and the
+    trunk's residual stream agrees bitwise on every real prompt position (it does:
+    the same tokens through the same weights); otherwise every row keeps its own.
+    """
+    b = trainer.batch
+    start, stop = trainer.rows
+    hidden = np.asarray(b.hidden)
+    mask = np.asarray(b.attention_mask)[:, :start]
+    group = np.asarray(b.group)
+    ids = np.unique(group)
+    first = np.array([np.flatnonzero(group == g)[0] for g in ids])
+    local = np.searchsorted(ids, group)
+    shared = True
+    for i, g in enumerate(local):
+        j = first[g]
+        live = mask[i] > 0
+        if not (
+            np.array_equal(mask[i], mask[j])
+            and np.array_equal(hidden[i, :start][live], hidden[j, :start][live])
+        ):
+            shared = False
+            break
+    if not shared:
+        first, local = np.arange(len(group)), np.arange(len(group))
+    pad = -start % BUCKET
+    ph = np.pad(hidden[first, :start], ((0, 0), (pad, 0), (0, 0)))
+    pm = np.pad(mask[first], ((0, 0), (pad, 0)))
+    return Layout(
+        jnp.asarray(ph),
+        jnp.asarray(pm),
+        b.hidden[:, start:stop],
+        local.astype(np.int32),
+        shared,
+    )
+
+
+class _Rows(NamedTuple):
+    """The per-row inputs of one call (device arrays, ``[b, ...]``)."""
+
+    prefix_hidden: jax.Array
+    prefix_mask: jax.Array
+    hidden: jax.Array
+    group: jax.Array
+    sampled: jax.Array
+    adv: jax.Array
+    behavior_logp: jax.Array
+    response_mask: jax.Array
+    gids: jax.Array
+
+
+class _Plan:
+    """Row subsets with their prompts, padded to fixed shapes (one compile each)."""
+
+    def __init__(self, trainer, lay: Layout):
+        self.trainer, self.lay = trainer, lay
+        b, n = trainer.batch.sampled.shape
+        size = max(1, min(b, TOKENS_PER_CALL // max(n, 1)))
+        order = np.argsort(lay.group, kind="stable")  # group-sorted: few per chunk
+        self.chunks = [order[s : s + size] for s in range(0, b, size)]
+        self.chunk = size
+        sets = [np.unique(lay.group[c]) for c in self.chunks]
+        sets += [np.unique(lay.group[r]) for r in trainer.minibatch_rows]
+        self.groups = max(len(s) for s in sets)
+
+    def rows(self, idx, size=None) -> _Rows:
+        """``_Rows`` of the row indices ``idx``, padded to ``size`` rows."""
+        idx = np.asarray(idx)
+        size = len(idx) if size is None else size
+        idx = np.concatenate([idx, np.repeat(idx[-1:], size - len(idx))])
+        present = np.unique(self.lay.group[idx])
+        present = np.concatenate(
+            [present, np.repeat(present[-1:], self.groups - len(present))]
+        )
+        local = np.searchsorted(present[: len(np.unique(present))], self.lay.group[idx])
+        b = self.trainer.batch
+        take = jnp.asarray(idx)
+        return _Rows(
+            self.lay.prefix_hidden[jnp.asarray(present)],
+            self.lay.prefix_mask[jnp.asarray(present)],
+            self.lay.hidden[take],
+            jnp.asarray(local, jnp.int32),
+            b.sampled[take],
+            b.adv[take],
+            b.behavior_logp[take],
+            b.response_mask[take],
+            b.group[take],
+        )
+
+
+def _logits(trainable, head_params, config, r: _Rows):
+    return logits_from_prefix(
+        trainable,
+        head_params,
+        config,
+        r.prefix_hidden,
+        r.prefix_mask,
+        r.hidden,
+        r.group,
+    )
+
+
+def _token_losses(logits, r: _Rows, loss: str, params: tuple):
+    spec = LOSSES[loss]
+    kw = dict(params)
+
+    def one(z, k, a, b):
+        inputs = {"adv": a, "behavior_logp": b}
+        return spec.loss(z, k, **{n: inputs[n] for n in spec.inputs}, **kw)
+
+    return jax.vmap(jax.vmap(one))(logits, r.sampled, r.adv, r.behavior_logp)
+
+
+@functools.partial(
+    jax.jit, static_argnames=("config", "loss", "params", "reduction", "groups")
+)
+def _grads(
+    trainable, head_params, r: _Rows, keeps, config, loss, params, reduction, groups
+):
+    """Minibatch objective and gradient for each keep-mask ``keeps [K, b, N]``
+    (the trainer's ``loss_and_grad``, ``theorycheck.rl``; one forward, K pullbacks)."""
+    weights = reduction_weights(
+        r.response_mask, Reduction(reduction), group_ids=r.gids, num_groups=groups
+    )
+
+    def objective(tr, keep):
+        z = _logits(tr, head_params, config, r)
+        return jnp.sum(weights * keep * _token_losses(z, r, loss, params))
+
+    grad = jax.value_and_grad(objective)
+    return jax.vmap(grad, in_axes=(None, 0))(trainable, keeps)
+
+
+def _head_matrix(trainable, head_params, config):
+    """The ``[V, D]`` head matrix when it is frozen (None when it trains)."""
+    if "lm_head" in trainable or "embed" in trainable:
+        return None
+    if config.tie_embeddings:
+        return head_params["embed"]
+    return head_params["lm_head"].T
+
+
+def _taylor_through_head(trainable, delta, head_params, r: _Rows, config, w):
+    r"""``(z, D, g'(0), g''(0))`` with the frozen linear head taken analytically.
+
+    With :math:`z(\varepsilon) = W h(\varepsilon)` (h the head's input) and
+    :math:`D(z) = \sum_v \mu_v(\log\mu_v - \log\pi_v)`, :math:`s = \sum_v \mu_v`:
+
+    .. math::
+        g' = \langle s\pi - \mu, W h'\rangle, \qquad
+        g'' = s\,\mathrm{Var}_\pi(W h') + \langle W^\top(s\pi - \mu), h''\rangle
+
+    (the derivatives of :func:`~theorycheck.probes.kl_rows`, exact), where h, h', h''
+    come from one nested JVP of the blocks and the final norm: three ``[V, D]``
+    products instead of the nested JVP's four plus their softmax passes.
+    """
+
+    def feats(tr):
+        return logits_from_prefix(
+            tr,
+            head_params,
+            config,
+            r.prefix_hidden,
+            r.prefix_mask,
+            r.hidden,
+            r.group,
+            features=True,
+        )
+
+    h, h1, h2 = taylor_fn(feats)(trainable, delta)
+    acc = jnp.promote_types(h.dtype, jnp.float32)
+    z = jnp.einsum("bsd,vd->bsv", h, w, preferred_element_type=acc)
+    z1 = jnp.einsum("bsd,vd->bsv", h1, w, preferred_element_type=acc)
+    b = jnp.asarray(r.behavior_logp, z.dtype)
+    live = b > -jnp.inf
+    mu = jnp.where(live, jnp.exp(jnp.where(live, b, 0.0)), 0.0)
+    s = jnp.sum(mu, -1, keepdims=True)
+    pi = jax.nn.softmax(z, axis=-1)
+    g = s * pi - mu
+    d1 = jnp.sum(g * z1, -1)
+    m1 = jnp.sum(pi * z1, -1, keepdims=True)
+    var = jnp.sum(pi * (z1 - m1) ** 2, -1)
+    back = jnp.einsum("bsv,vd->bsd", g, w.astype(acc))
+    d2 = s[..., 0] * var + jnp.sum(back * h2.astype(acc), -1)
+    return z, kl_rows(b, z), d1, d2
+
+
+@functools.partial(jax.jit, static_argnames=("config", "topk"))
+def _probe_pass(trainable, delta, head_params, r: _Rows, config, topk):
+    """D, g'(0), g''(0) along ``delta`` and the ratio and Ḋ of the primal logits."""
+    w = _head_matrix(trainable, head_params, config)
+    if w is not None:
+        z, d0, d1, d2 = _taylor_through_head(
+            trainable, delta, head_params, r, config, w
+        )
+    else:  # a trainable head: the nested JVP through it
+
+        def d_fn(tr):
+            return kl_rows(r.behavior_logp, _logits(tr, head_params, config, r))
+
+        d0, d1, d2 = taylor_fn(d_fn)(trainable, delta)
+        z = _logits(trainable, head_params, config, r)
+    stats = token_stats(
+        r.behavior_logp,
+        z,
+        r.sampled,
+        r.adv,
+        config=MaskConfig(topk=topk),
+        parts=("full", "topk"),
+        check=False,
+    )
+    out = {"d0": d0, "first": d1, "second": d2, "ratio": stats["ratio"]}
+    for est in _ESTIMATORS:
+        out[f"ddot_{est}"] = stats[f"ddot_kl_{est}"]
+    return out
+
+
+@functools.partial(jax.jit, static_argnames=("config",))
+def _divergences(stacked, head_params, r: _Rows, config):
+    """``[K, b, N]`` D at each of K stacked parameter sets."""
+
+    def one(tr):
+        return kl_rows(r.behavior_logp, _logits(tr, head_params, config, r))
+
+    return jax.vmap(one)(stacked)
+
+
+def _stack(trees):
+    return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *trees)
+
+
+class _Clock:
+    """Accumulates CPU seconds per phase into ``timings`` (None: no timing)."""
+
+    def __init__(self, timings):
+        self.timings = timings
+
+    def __call__(self, phase, fn, *args, **kwargs):
+        if self.timings is None:
+            return fn(*args, **kwargs)
+        t = time.process_time()
+        out = jax.block_until_ready(fn(*args, **kwargs))
+        self.timings[phase] = self.timings.get(phase, 0.0) + time.process_time() - t
+        return out
+
+
+class FastProbe:
+    """The trainer's batch in the fast layout and its jitted calls (see module)."""
+
+    def __init__(self, trainer, *, topk: int, timings=None):
+        self.trainer, self.topk = trainer, topk
+        self.clock = _Clock(timings)
+        self.lay = self.clock("layout", layout, trainer)
+        self.plan = _Plan(trainer, self.lay)
+        b = trainer.batch.sampled.shape[0]
+        self.chunk_rows = [self.plan.rows(c, self.plan.chunk) for c in self.plan.chunks]
+        self.mb_rows = [self.plan.rows(r) for r in trainer.minibatch_rows]
+        self.b = b
+
+    def grads(self, trainable, step: int, keeps):
+        """``(losses [K], grads [K, ...])`` of minibatch ``step`` for ``keeps``."""
+        t, c = self.trainer, self.trainer.config
+        return _grads(
+            trainable,
+            t.head_params,
+            self.mb_rows[step],
+            jnp.asarray(keeps, t.batch.adv.dtype),
+            t.model_config,
+            c.loss,
+            tuple(c.loss_params),
+            c.reduction,
+            t.groups,
+        )
+
+    def _gather(self, outs, key, n):
+        full = np.zeros((self.b, n))
+        for c, o in zip(self.plan.chunks, outs):
+            full[c] = np.asarray(o[key])[: len(c)]
+        return full
+
+    def probe_pass(self, trainable, delta) -> dict:
+        """Every per-token quantity at θ along Δθ, ``[B, N]`` numpy arrays."""
+        t = self.trainer
+        outs = [
+            _probe_pass(trainable, delta, t.head_params, r, t.model_config, self.topk)
+            for r in self.chunk_rows
+        ]
+        n = t.batch.sampled.shape[1]
+        return {k: self._gather(outs, k, n) for k in outs[0]}
+
+    def divergences(self, trainables) -> np.ndarray:
+        """``[K, B, N]`` D of the whole batch at each parameter set."""
+        t = self.trainer
+        stacked = _stack(trainables)
+        n = t.batch.sampled.shape[1]
+        full = np.zeros((len(trainables), self.b, n))
+        for c, r in zip(self.plan.chunks, self.chunk_rows):
+            d = _divergences(stacked, t.head_params, r, t.model_config)
+            full[:, c] = np.asarray(d)[:, : len(c)]
+        return full
+
+    def minibatch_divergences(self, trainables, step: int) -> np.ndarray:
+        """``[K, b, N]`` D of minibatch ``step``'s rows at each parameter set."""
+        t = self.trainer
+        d = _divergences(
+            _stack(trainables), t.head_params, self.mb_rows[step], t.model_config
+        )
+        return np.asarray(d)
+
+
+def first_of(stacked):
+    """The first of K stacked pytrees."""
+    return jax.tree_util.tree_map(lambda x: x[0], stacked)
+
+
+def update_norm(delta) -> float:
+    """Global norm of an update."""
+    return float(optax.tree.norm(delta))
