@@ -297,6 +297,28 @@ def render_torchfront(doc: dict) -> str:
     for name, (num, den) in TORCH_RATIOS.items():
         values[name] = q[num] / q[den]
         _check_ratio(f"bench_torchfront: {name}", doc["ratios"][name], values[name])
+
+    def rows(names):
+        out = []
+        for name in names:
+            t = targets.get(name)
+            met = None
+            if t is not None:
+                where = f"bench_torchfront: target on {name}"
+                met = _check_met(where, t["met"], values[name], t["target"])
+            cell = format(values[name], ".3g") + _mark(met)
+            out.append([TORCH_LABELS.get(name, name), cell, _target(t and t["target"])])
+        return out
+
+    return "\n\n".join(
+        [
+            provenance(doc),
+            _table(["measure", "value", "target"], rows(q)),
+            _table(["ratio (same run)", "value", "target"], rows(TORCH_RATIOS)),
+        ]
+    )
+
+
 PROBE_LABELS = {
     "updated_tokens": "updated tokens of the unit",
     "tokens_per_cpu_s": "fast: updated tokens per CPU-second, probe + analysis (warm)",
@@ -366,12 +388,6 @@ def render_probe(doc: dict) -> str:
             t = targets.get(name)
             met = None
             if t is not None:
-                where = f"bench_torchfront: target on {name}"
-                met = _check_met(where, t["met"], values[name], t["target"])
-            cell = format(values[name], ".3g") + _mark(met)
-            out.append([TORCH_LABELS.get(name, name), cell, _target(t and t["target"])])
-        return out
-
                 where = f"bench_probe: target on {name}"
                 met = _check_met(where, t["met"], values[name], t["target"])
             small = name == "max_rel_diff" or "change" in name
@@ -401,7 +417,6 @@ def render_probe(doc: dict) -> str:
         [
             provenance(doc),
             _table(["measure", "value", "target"], rows(q)),
-            _table(["ratio (same run)", "value", "target"], rows(TORCH_RATIOS)),
             _table(["ratio (same run)", "value", "target"], rows(PROBE_RATIOS)),
             "Profile of the unit (CPU seconds per phase, both paths in this run):",
             _table(head, table),
