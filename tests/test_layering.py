@@ -2,7 +2,7 @@
 
 1. Library rules, each in a fresh interpreter (jaxtyping's pattern): symbolic/ never
    imports jax, numeric/ never sympy or z3, formal/ never jax.
-2. Layer order (DESIGN.md): no module imports from a layer above its own.
+2. Layer order (docs/design.md): no module imports from a layer above its own.
 3. Library code imports another package only through its public ``__init__``
    (``from theorycheck.losses import X``, never ``from theorycheck.losses._params``).
 
@@ -35,7 +35,7 @@ TORCH_PACKAGE = "theorycheck.torchfront"
 
 PACKAGE = Path(__file__).resolve().parents[1] / "theorycheck"
 
-# DESIGN.md's layers, top first. Imports may point to the same layer or below. A
+# docs/design.md's layers, top first. Imports may point to the same layer or below. A
 # name that does not exist yet (reproduce, experiments, probes, rl, claims) keeps its
 # place so that the order holds when it lands. demo/ is today's main job; its
 # rollouts move to rl/, so it sits at that level.
@@ -75,7 +75,9 @@ def _layer_of(module: str) -> int | None:
     for i, names in enumerate(LAYERS):
         if parts[1] in names:
             return i
-    raise AssertionError(f"{module}: not in DESIGN.md's layer list; add it to LAYERS")
+    raise AssertionError(
+        f"{module}: not in docs/design.md's layer list; add it to LAYERS"
+    )
 
 
 def _module_name(path: Path, root: Path) -> str:

@@ -5,7 +5,8 @@ Each command lives in its own module under :mod:`theorycheck.commands` and expos
 * ``NAME`` (the sub-command), ``HELP`` (one line),
 * ``add_arguments(parser)`` and ``run(args) -> int``.
 
-Contract (DESIGN.md): ``--json`` prints exactly one JSON object on stdout; exit 0 on
+Contract (docs/design.md): ``--json`` prints exactly one JSON object on stdout; exit 0
+on
 success, 2 on bad input with ONE line on stderr naming the bad value (argparse errors
 included: the usage text is printed only for ``--help``), never a traceback for bad
 input. JSON emission lives in :mod:`theorycheck.commands._output`, user code runs

@@ -4,7 +4,8 @@ r"""LCO §4.1 (seed 004): the KL-regularised optimum and its logits (Eq. 7).
     \max_{\pi\in\Delta}\ \langle\pi,\hat A\rangle - \beta\,\mathrm{KL}(\pi\|\pi_{old})
     \;\Rightarrow\; \pi^* = \pi_{old}e^{\hat A/\beta}/Z,\quad z^* = z_{old}+\hat A/\beta
 
-The paper's text is NOT FOUND; the closed form is DERIVED (papers.md §2.2) and matches
+The paper's text is NOT FOUND; the closed form is DERIVED (docs/papers.md §2.2) and
+matches
 the official code's ``create_lco_log_target`` [CODE].
 """
 

@@ -1,7 +1,7 @@
 r"""LCO §4.3 (seed 004): linear convergence of LCO-MSE and LCO-LCH (Props. 4.8, 4.9)
 for a fixed target and the linearised model :math:`z(\theta) = z_{old} + J\theta`.
 
-The rate constants are NOT FOUND (papers.md §2.5); the rates below are DERIVED:
+The rate constants are NOT FOUND (docs/papers.md §2.5); the rates below are DERIVED:
 
 .. math::
     \rho_{MSE} = \max_i |1 - \eta\lambda_i(JJ^\top)/V|, \qquad

@@ -2,9 +2,9 @@ r"""LCO §4.3 (seed 004): SFT and the LCO losses are convex in the logits (Lemma
 PPO's Lemma 4.5 is in ``sec43_lemma45_ppo.py``).
 
 Logits convexity = the logit Hessian (frozen targets and weights held constant) is
-PSD at every z (the paper's Definition, from secondary sources: papers.md §2.1).
+PSD at every z (the paper's Definition, from secondary sources: docs/papers.md §2.1).
 The paper's text is NOT FOUND; the statements are the seed review's, the Hessians are
-DERIVED (papers.md §2.5) and derived again here from the registry's SymPy specs.
+DERIVED (docs/papers.md §2.5) and derived again here from the registry's SymPy specs.
 """
 
 from __future__ import annotations

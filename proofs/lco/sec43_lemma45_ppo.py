@@ -260,7 +260,7 @@ PPO_NOT_LOGITS_CONVEX = Claim(
     ),
     quote=(
         "NOT FOUND (the paper's text); the seed review's reading: the PPO clipped "
-        'surrogate is "not logits convex at any time step"; papers.md §2.5 '
+        'surrogate is "not logits convex at any time step"; docs/papers.md §2.5 '
         "(DERIVED): the active-branch Hessian -A r [(e_k - pi)(e_k - pi)^T - "
         "(diag(pi) - pi pi^T)] is generally indefinite."
     ),

@@ -1,7 +1,8 @@
 r"""LCO §4.3 (seed 004): gradient-norm bounds (Prop. 4.7) and what they assume about
 σ_max of ∂z/∂θ (review major 5).
 
-The paper's text is NOT FOUND; the bounds are DERIVED (papers.md §2.5: chain rule with
+The paper's text is NOT FOUND; the bounds are DERIVED (docs/papers.md §2.5: chain rule
+with
 σ_max, INFERRED form).
 """
 

@@ -1,7 +1,8 @@
 r"""LCO §6.1 vs §4.3 (seed 004, review major 1): does the deployed algorithm enjoy the
 fixed-target guarantees?
 
-The official code (homzer/llama-rlhf ``trainer_lco.py``, papers.md §2.3 [CODE]) builds
+The official code (homzer/llama-rlhf ``trainer_lco.py``, docs/papers.md §2.3 [CODE])
+builds
 the target from the *current detached* logits, :math:`t = \operatorname{sg}(z) +
 \hat A/\beta_{eff}`, so for MSE
 

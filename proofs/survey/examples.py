@@ -1,7 +1,7 @@
 r"""The survey's worked examples (seed 000, "RL Surrogate Losses in 2026"), checked on
 the registry's rules: dual-clip at r = 4 and DPPO vs PPO on a common token.
 
-The survey's text is read in full (papers.md §4, PAPER); the numbers are its own.
+The survey's text is read in full (docs/papers.md §4, PAPER); the numbers are its own.
 """
 
 from __future__ import annotations

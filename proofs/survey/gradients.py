@@ -1,7 +1,7 @@
 r"""The survey's structural statements about gradients (seed 000): the weight form,
 agreement on-policy, and reduction weights vs gradient norms.
 
-The survey's text is read in full (papers.md §4, PAPER).
+The survey's text is read in full (docs/papers.md §4, PAPER).
 """
 
 from __future__ import annotations

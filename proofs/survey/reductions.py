@@ -1,6 +1,6 @@
 r"""The survey (seed 000): equal reduction weights do not give equal gradient norms.
 
-The survey's text is read in full (papers.md §4, PAPER).
+The survey's text is read in full (docs/papers.md §4, PAPER).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The CLI's error contract as one checker (used by ``test_contract.py``).
 
-DESIGN.md: exit 0 on success, 2 on bad input with ONE line on stderr naming the bad
+docs/design.md: exit 0 on success, 2 on bad input with ONE line on stderr naming the bad
 value, never a traceback; with ``--json`` stdout holds exactly one JSON object (and
 nothing at all on exit 2). Every run is bounded in time.
 """

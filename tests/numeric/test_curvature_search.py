@@ -16,7 +16,8 @@ UNIFORM = np.log(np.full(V, 1.0 / V))
 
 
 def is_surrogate(z, sampled, adv, behavior_logp):
-    """-adv * pi_k / mu_k (papers.md §2.5): indefinite for adv > 0 at small pi_k."""
+    """-adv * pi_k / mu_k (docs/papers.md §2.5): indefinite for adv > 0 at small
+    pi_k."""
     return -adv * jnp.exp(jax.nn.log_softmax(z)[sampled] - behavior_logp[sampled])
 
 

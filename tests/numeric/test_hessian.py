@@ -22,7 +22,7 @@ def cross_entropy(z, sampled):
 
 
 def is_surrogate(z, sampled, adv, behavior_logp):
-    """-adv * pi_k / mu_k (papers.md §2.5): the IS / PPO-inside-clip surrogate."""
+    """-adv * pi_k / mu_k (docs/papers.md §2.5): the IS / PPO-inside-clip surrogate."""
     return -adv * jnp.exp(jax.nn.log_softmax(z)[sampled] - behavior_logp[sampled])
 
 
@@ -60,7 +60,7 @@ def test_hvp_fn_matches_closed_form_and_central_differences():
     z = np.array([0.3, -1.2, 2.0, 0.1, -0.5], dtype=np.float64)
     u = np.array([1.0, -0.5, 0.25, 0.0, 0.7], dtype=np.float64)
     p = _policy(z)
-    # cross-entropy: H = diag(pi) - pi pi^T (papers.md §2.5)
+    # cross-entropy: H = diag(pi) - pi pi^T (docs/papers.md §2.5)
     expected = (np.diag(p) - np.outer(p, p)) @ u
     assert_close(hvp_fn(cross_entropy)(z, 2, u), expected)
     h = 1e-5
@@ -155,7 +155,7 @@ def test_sampled_token_min_eigenvalue_matches_dense_eigh(p, k, f1, f2):
     f2=st.floats(-5.0, 5.0),
 )
 def test_sampled_token_min_eigenvalue_sign_follows_structure_theorem(p, k, f1, f2):
-    # V >= 3: PSD iff f' <= 0 and -f' + f''(1 - pi_k)/pi_k >= 0 (DESIGN.md)
+    # V >= 3: PSD iff f' <= 0 and -f' + f''(1 - pi_k)/pi_k >= 0 (docs/design.md)
     margin = min(-f1, -f1 + f2 * (1.0 - p[k]) / p[k])
     lam = sampled_token_min_eigenvalue(f1, f2, p, k)
     scale = 1e-12 * (abs(f1) + abs(f2) + 1.0)

@@ -84,7 +84,8 @@ def test_ddot_binary_kl_equals_diff():
 
 
 def test_ddot_binary_kl_two_bucket_reduction():
-    # papers.md Appendix Z check 2: along v = e_k - pi with V = 2, Ddot = 2(1-p)(p-q)
+    # docs/papers.md Appendix Z check 2: along v = e_k - pi with V = 2, Ddot =
+    # 2(1-p)(p-q)
     # when rate = p(1 - 2p + p^2 + (1-p)^2) = 2 p (1-p)^2.
     p, q = sp.symbols("p q", positive=True)
     rate = p * (1 - 2 * p + p**2 + (1 - p) ** 2)

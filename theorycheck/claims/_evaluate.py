@@ -122,7 +122,7 @@ class ClaimResult:
         return tuple(m for m in (*self.methods, *extra) if m.error is not None)
 
     def to_json(self) -> dict[str, Any]:
-        """The DESIGN.md claim object."""
+        """The docs/design.md claim object."""
         return {
             "id": self.claim.id,
             "source": self.claim.source,

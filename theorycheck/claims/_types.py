@@ -29,7 +29,8 @@ from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Any
 
-#: The provenance tags of the research notes (papers.md): is the statement the paper's
+#: The provenance tags of the research notes (docs/papers.md): is the statement the
+#: paper's
 #: own text (PAPER), derived here (DERIVED), inferred (INFERRED), or is the paper's text
 #: not found (NOT FOUND; the derived statement is then the spec)?
 PROVENANCES = ("PAPER", "CODE", "DERIVED", "INFERRED", "NOT FOUND")

@@ -8,7 +8,8 @@ only with a counterexample re-checked exactly (z3 model, rational arithmetic; a
 structural witness at 50 digits) and in float64 (autodiff Hessian-vector product and a
 second difference with ``stop_gradient`` values frozen); otherwise ``unknown``. The
 rules live in :func:`theorycheck.convexity._combine.combine`. The LCO paper's
-logits-convexity definition (Hessian PSD) is from secondary sources (papers.md §2.1);
+logits-convexity definition (Hessian PSD) is from secondary sources (docs/papers.md
+§2.1);
 its text is NOT FOUND.
 """
 

@@ -27,7 +27,8 @@ and bisection on :math:`\nu` gives :math:`\lambda_{\min}` to float64 accuracy. N
 :math:`H\mathbf 1 = 0` (shift invariance), so :math:`\lambda_{\min} \le 0` always and a
 PSD Hessian has :math:`\lambda_{\min} = 0` up to rounding.
 
-The Hessian formula is DERIVED in this project (papers.md §2.5 gives the special case
+The Hessian formula is DERIVED in this project (docs/papers.md §2.5 gives the special
+case
 :math:`f = -\hat A e^{x}/\mu_k`, the importance-sampling surrogate; the LCO paper's text
 is NOT FOUND). The inertia count is standard linear algebra.
 """
@@ -113,7 +114,8 @@ def sampled_token_min_eigenvalue(f1, f2, policy, sampled: int) -> float:
         :math:`\epsilon \lVert H \rVert`).
 
     References:
-        DERIVED (papers.md §2.5: logit Hessian of the IS surrogate; LCO paper text NOT
+        DERIVED (docs/papers.md §2.5: logit Hessian of the IS surrogate; LCO paper text
+        NOT
         FOUND). Inertia count: E. V. Haynsworth, "Determination of the inertia of a
         partitioned Hermitian matrix", Linear Algebra Appl. 1 (1968).
 

@@ -3,7 +3,8 @@ r"""Softmax, log-softmax, and directional derivatives along a logit direction, i
 Along the logit path :math:`z + t\,v` the policy :math:`\pi = \operatorname{softmax}(z)`
 moves as :math:`\dot\pi_i = \pi_i (v_i - \langle \pi, v\rangle)` (the softmax Jacobian
 :math:`\operatorname{diag}\pi - \pi\pi^\top` applied to ``v``). The divergence rates
-:math:`\dot D` below are DERIVED (research notes, papers.md §1.3, §1.10 and Appendix
+:math:`\dot D` below are DERIVED (research notes, docs/papers.md §1.3, §1.10 and
+Appendix
 Z); the
 predictive-mask paper's own statements are NOT FOUND.
 """
@@ -90,7 +91,7 @@ def ddot_kl(
     .. math::
         \dot D = -\sum_i \mu_i \dot\pi_i / \pi_i = \langle \pi - \mu, v \rangle
 
-    DERIVED (papers.md §1.3, Prop. 1 / Eq. 7 as described by secondary sources).
+    DERIVED (docs/papers.md §1.3, Prop. 1 / Eq. 7 as described by secondary sources).
 
     Args:
         behavior: ``V`` probabilities :math:`\mu`.
@@ -118,7 +119,7 @@ def ddot_tv(
         \dot D = \tfrac12 \sum_i s_i\,\dot\pi_i, \qquad s_i =
         \operatorname{sign}(\pi_i-\mu_i)
 
-    DERIVED (papers.md §1.10, Appendix Z check 3).
+    DERIVED (docs/papers.md §1.10, Appendix Z check 3).
 
     Args:
         behavior: ``V`` probabilities :math:`\mu`.
@@ -146,7 +147,7 @@ def ddot_binary_kl(behavior_k: sp.Expr, policy_k: sp.Expr, rate_k: sp.Expr) -> s
         \dot D = \dot\pi_k \Big(\frac{1-\mu_k}{1-\pi_k} - \frac{\mu_k}{\pi_k}\Big)
                = \dot\pi_k\,\frac{\pi_k - \mu_k}{\pi_k (1-\pi_k)}
 
-    DERIVED (papers.md §1.3 and Appendix Z check 2: along :math:`v = e_k - \pi`,
+    DERIVED (docs/papers.md §1.3 and Appendix Z check 2: along :math:`v = e_k - \pi`,
     :math:`\dot\pi_k = \pi_k(1 - 2\pi_k + \lVert\pi\rVert^2)`).
 
     Args:

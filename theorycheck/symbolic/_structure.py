@@ -29,7 +29,7 @@ project proves them in :mod:`theorycheck.formal` (z3) and checks them numericall
 :math:`\sum_i c_i \le 0` (SFT, LCO-KLD, any soft target). **Regression family**:
 a diagonal Hessian (:math:`L = \sum_i g_i(z_i)`), PSD iff every :math:`g_i'' \ge 0`
 (LCO-MSE, LCO-LCH). These structural facts are DERIVED here; the LCO paper's own Lemma
-4.6 text is NOT FOUND (papers.md §2.5).
+4.6 text is NOT FOUND (docs/papers.md §2.5).
 """
 
 from __future__ import annotations
