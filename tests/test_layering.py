@@ -35,10 +35,7 @@ TORCH_PACKAGE = "theorycheck.torchfront"
 
 PACKAGE = Path(__file__).resolve().parents[1] / "theorycheck"
 
-# docs/design.md's layers, top first. Imports may point to the same layer or below. A
-# name that does not exist yet (reproduce, experiments, probes, rl, claims) keeps its
-# place so that the order holds when it lands. demo/ is today's main job; its
-# rollouts move to rl/, so it sits at that level.
+# docs/design.md's layers, top first. Imports may point to the same layer or below.
 LAYERS: list[set[str]] = [
     {"__main__"},
     {"cli"},  # the dispatcher discovers the commands: they never import it back
@@ -46,7 +43,7 @@ LAYERS: list[set[str]] = [
     {"reproduce"},
     {"experiments"},
     {"probes"},
-    {"rl", "demo"},
+    {"rl"},
     {"claims"},
     {"convexity"},
     {"torchfront"},  # PyTorch losses, translated to JAX (the only importer of torch)
