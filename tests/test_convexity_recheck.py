@@ -59,7 +59,9 @@ def test_cli_vocabulary_scale_counterexample(capsys):
     assert out["params"]["log_ratio_clamp"] == 20.0
     assert out["params"]["behavior_logp"].startswith("log mu; mu_k = q")
     ce = out["counterexample"]
-    assert ce["vocab"] == vocab and len(ce["logits"]) == vocab and ce["curvature"] < 0
+    # the search refutes at V = 4096; the counterexample reported is the first one
+    # confirmed (the structure witness, at its own V: docs/convexity.md)
+    assert len(ce["logits"]) == ce["vocab"] and ce["curvature"] < 0
     methods = {m["method"]: m for m in out["methods"]}
     assert methods["float64 re-check"]["status"] == "confirmed"
     assert "frozen finite differences" in methods["float64 re-check"]["detail"]

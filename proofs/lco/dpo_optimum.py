@@ -252,7 +252,7 @@ def _numeric_minimisers(quick: bool = False):
     )
 
 
-LCO_OPTIMUM = Claim(
+LCO_OPTIMUM_SOLVES_RL = Claim(
     id="lco.lco_optimum_solves_rl",
     source=f"{SOURCE}, §4.1, Eq. (7) (review summary; paper text NOT FOUND)",
     provenance="DERIVED",

@@ -304,7 +304,7 @@ def _probe_remark3(quick: bool = False):
     )
 
 
-REMARK3 = Claim(
+REMARK3_MULTI_TOKEN = Claim(
     id="pdm.remark3_multi_token",
     source=f"{SOURCE}, Remark 3 and major comment 2 (research notes §1.8)",
     provenance="NOT FOUND",
@@ -563,7 +563,7 @@ def _low(fn):
     return run
 
 
-TRACK = Claim(
+TOPK_ESTIMATORS_TRACK_DDOT = Claim(
     id="pdm.topk_estimators_track_ddot",
     source=f"{SOURCE}, §3.3, Eqs. (10)-(11) (research notes §1.7)",
     provenance="INFERRED",
@@ -596,7 +596,7 @@ TRACK = Claim(
     ),
 )
 
-TRACK_LOW_MASS = Claim(
+TOPK_ESTIMATORS_TRACK_DDOT_LOW_MASS = Claim(
     id="pdm.topk_estimators_track_ddot_low_mass",
     source=f"{SOURCE}, §3.3, Eqs. (10)-(11), outside the paper's regime",
     provenance="DERIVED",

@@ -37,7 +37,13 @@ def _structure(spec):
 @pytest.mark.parametrize("name,interval", DECIDED, ids=[d[0] for d in DECIDED])
 def test_check_convexity_decides_named_loss_convex_with_certificate(name, interval):
     res = check_convexity(f"{EXAMPLES / name}:loss", num_starts=16)
-    assert res.verdict == "convex" and res.scope == "all V >= 2, every sampled token"
+    assert res.verdict == "convex"
+    # a loss whose formula uses iota as a number (these examples' targets t_i = i/2)
+    # is not shown to be one formula for every V or every k: the scope says so
+    assert res.scope in (
+        "all V >= 2, every sampled token",
+        "V in {3, 4}, sampled token k = 0",
+    ), res.scope
     assert res.methods[0]["method"] == "structure"
     assert res.methods[0]["status"] == "proved"
     certs = res.structure.certificates

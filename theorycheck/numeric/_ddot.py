@@ -119,8 +119,11 @@ def tie_sign(
 
 
 def log2_terms(n: int) -> int:
-    """⌈log₂ n⌉ (at least 1): the rounding steps of a pairwise sum of n terms."""
-    return max(1, (max(int(n), 2) - 1).bit_length())
+    """⌈log₂ n⌉ (at least 1): the rounding steps of a pairwise sum of n terms,
+    bounded below by ``TAIL_LOG2_TERMS`` so that the tolerance, and with it the
+    program of a loss that uses it, is the same for every V up to 2^18 (a literal
+    that changed with V would make a loss's formula depend on V)."""
+    return max(TAIL_LOG2_TERMS, (max(int(n), 2) - 1).bit_length())
 
 
 def full_ddot(
