@@ -241,14 +241,17 @@ MODEL_RATIOS = {  # the same-run ratios, recomputed from their quantities
 }
 
 
-def render_models(doc: dict) -> str:
+def _render_measures(bench: str, doc: dict, labels: dict, ratios: dict, fmt) -> str:
+    """The two tables of a benchmark with named quantities and same-run ratios:
+    every ratio recomputed from its quantities and every target's ✓/✗ re-decided
+    (``fmt(name)`` is the number format of a row; labels may name ``args``)."""
     q, args, targets = doc["quantities"], doc["provenance"]["args"], doc["targets"]
-    if set(doc["ratios"]) != set(MODEL_RATIOS):
-        raise Inconsistent(f"bench_models: ratios {sorted(doc['ratios'])}")
+    if set(doc["ratios"]) != set(ratios):
+        raise Inconsistent(f"{bench}: ratios {sorted(doc['ratios'])}")
     values = dict(q)
-    for name, (num, den) in MODEL_RATIOS.items():
+    for name, (num, den) in ratios.items():
         values[name] = q[num] / q[den]
-        _check_ratio(f"bench_models: {name}", doc["ratios"][name], values[name])
+        _check_ratio(f"{bench}: {name}", doc["ratios"][name], values[name])
 
     def rows(names):
         out = []
@@ -256,11 +259,10 @@ def render_models(doc: dict) -> str:
             t = targets.get(name)
             met = None
             if t is not None:
-                where = f"bench_models: target on {name}"
+                where = f"{bench}: target on {name}"
                 met = _check_met(where, t["met"], values[name], t["target"])
-            fmt = ",.0f" if name in ("parameters", "forward_tokens_per_s") else ".3g"
-            cell = format(values[name], fmt) + _mark(met)
-            label = MODEL_LABELS.get(name, name).format(**args)
+            cell = format(values[name], fmt(name)) + _mark(met)
+            label = labels.get(name, name).format(**args)
             out.append([label, cell, _target(t and t["target"])])
         return out
 
@@ -268,9 +270,16 @@ def render_models(doc: dict) -> str:
         [
             provenance(doc),
             _table(["measure", "value", "target"], rows(q)),
-            _table(["ratio (same run)", "value", "target"], rows(MODEL_RATIOS)),
+            _table(["ratio (same run)", "value", "target"], rows(ratios)),
         ]
     )
+
+
+def render_models(doc: dict) -> str:
+    def fmt(name):
+        return ",.0f" if name in ("parameters", "forward_tokens_per_s") else ".3g"
+
+    return _render_measures("bench_models", doc, MODEL_LABELS, MODEL_RATIOS, fmt)
 
 
 TORCH_LABELS = {
@@ -290,32 +299,8 @@ TORCH_RATIOS = {
 
 
 def render_torchfront(doc: dict) -> str:
-    q, targets = doc["quantities"], doc["targets"]
-    if set(doc["ratios"]) != set(TORCH_RATIOS):
-        raise Inconsistent(f"bench_torchfront: ratios {sorted(doc['ratios'])}")
-    values = dict(q)
-    for name, (num, den) in TORCH_RATIOS.items():
-        values[name] = q[num] / q[den]
-        _check_ratio(f"bench_torchfront: {name}", doc["ratios"][name], values[name])
-
-    def rows(names):
-        out = []
-        for name in names:
-            t = targets.get(name)
-            met = None
-            if t is not None:
-                where = f"bench_torchfront: target on {name}"
-                met = _check_met(where, t["met"], values[name], t["target"])
-            cell = format(values[name], ".3g") + _mark(met)
-            out.append([TORCH_LABELS.get(name, name), cell, _target(t and t["target"])])
-        return out
-
-    return "\n\n".join(
-        [
-            provenance(doc),
-            _table(["measure", "value", "target"], rows(q)),
-            _table(["ratio (same run)", "value", "target"], rows(TORCH_RATIOS)),
-        ]
+    return _render_measures(
+        "bench_torchfront", doc, TORCH_LABELS, TORCH_RATIOS, lambda name: ".3g"
     )
 
 
