@@ -83,3 +83,47 @@ def test_docs_anchor_check_can_fail(tmp_path):
     page.write_text("# CLI: `theorycheck predict`\n")
     assert "cli-theorycheck-predict" in _anchors(page)
     assert "cli-predict" not in _anchors(page)
+
+
+def _where_things_go_paths(text: str) -> list[str]:
+    """The backticked paths in the rows of development.md's "Where things go" table
+    (``<name>`` placeholders excluded)."""
+    section = text.split("## Where things go", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")][1:]
+    paths = []
+    for row in rows:
+        for item in re.findall(r"`([^`]+)`", row):
+            if "<" not in item and re.fullmatch(
+                r"[\w./-]+\.(py|md|json)|[\w/.-]+/", item
+            ):
+                paths.append(item)
+    return paths
+
+
+def test_where_things_go_names_only_files_that_exist():
+    paths = _where_things_go_paths((DOCS / "development.md").read_text())
+    assert len(paths) >= 30
+    missing = [p for p in paths if not (ROOT / p).exists()]
+    assert not missing, f"development.md names files that do not exist: {missing}"
+
+
+def test_where_things_go_check_can_fail():
+    text = (
+        "## Where things go\n\n| a | b | c |\n|---|---|---|\n"
+        "| x | `theorycheck/gone.py` | y |\n"
+    )
+    assert _where_things_go_paths(text) == ["theorycheck/gone.py"]
+    assert not (ROOT / "theorycheck/gone.py").exists()
+
+
+def test_every_registry_rule_has_a_row_in_the_convexity_table():
+    from theorycheck.losses import LOSSES
+
+    gen = _script("gen_convexity_table")
+    text = (ROOT / gen.PAGE).read_text()
+    block = text.split(f"<!-- BEGIN generated:{gen.BLOCK} -->", 1)[1].split(
+        "<!-- END", 1
+    )[0]
+    rows = {m for m in re.findall(r"^\| `(\w+)` \|", block, flags=re.M)}
+    missing = sorted(set(LOSSES) - rows)
+    assert not missing, f"rules without a row in {gen.PAGE}: {missing}"
