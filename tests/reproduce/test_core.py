@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from theorycheck.reproduce import SECTIONS, Section, SectionResult, run_sections
 
@@ -32,6 +33,36 @@ def test_run_sections_writes_index_with_provenance(tmp_path):
     md = (tmp_path / "index.md").read_text()
     assert "## First" in md and "![fig.png](fig.png)" in md
     assert "section exploded" in md and "| jax |" in md
+
+
+def test_a_reused_out_names_the_files_the_run_did_not_write(tmp_path):
+    old = tmp_path / "old_figure.png"
+    old.write_bytes(b"from an earlier run")
+    (tmp_path / "fig.png").write_bytes(b"rewritten below")
+    os.utime(old, (1, 1))
+    os.utime(tmp_path / "fig.png", (1, 1))
+    index = run_sections(tmp_path, quick=True, sections=[Section("a", "First", _ok)])
+    assert index["stale_files"] == ["old_figure.png"]
+    md = (tmp_path / "index.md").read_text()
+    assert "1 file(s) this run did not write" in md and "`old_figure.png`" in md
+    fresh = tmp_path / "fresh"
+    assert run_sections(fresh, quick=True, sections=[])["stale_files"] == []
+    assert "did not write" not in (fresh / "index.md").read_text()
+
+
+def test_quick_headings_name_the_model_the_quick_run_used(tmp_path):
+    from theorycheck.reproduce import SECTIONS
+
+    by_name = {s.name: s for s in SECTIONS}
+    for name in ("probes", "linearization"):
+        assert "SmolLM2" in by_name[name].heading(False)
+        assert "tiny random model" in by_name[name].heading(True)
+    # the quick rollout analysis still runs on SmolLM2
+    assert by_name["rollouts"].heading(True) == by_name["rollouts"].heading(False)
+    sec = Section("a", "On SmolLM2", _ok, "On the tiny model")
+    run_sections(tmp_path, quick=True, sections=[sec])
+    md = (tmp_path / "index.md").read_text()
+    assert "## On the tiny model" in md and "On SmolLM2" not in md
 
 
 def test_sections_are_the_documented_five():

@@ -31,12 +31,17 @@ SECTIONS: tuple[Section, ...] = (
     Section("convexity", "Logits convexity of every registry rule", convexity_section),
     Section("rollouts", "Rollout analysis on SmolLM2", rollout_section),
     Section(
-        "probes", "Where first-order ΔD predictions break (SmolLM2)", probe_section
+        "probes",
+        "Where first-order ΔD predictions break (SmolLM2)",
+        probe_section,
+        "Where first-order ΔD predictions break (the tiny random model, --quick)",
     ),
     Section(
         "linearization",
         "NTK linearization and gradient-norm bounds (LCO, SmolLM2)",
         linearization_section,
+        "NTK linearization and gradient-norm bounds (LCO, the tiny random model,"
+        " --quick)",
     ),
 )
 

@@ -58,6 +58,12 @@ class Section:
     name: str
     title: str
     run: Callable[[Path, bool], SectionResult]
+    #: the heading under ``--quick`` where the quick run uses another model
+    quick_title: str | None = None
+
+    def heading(self, quick: bool) -> str:
+        """The title this run's report shows."""
+        return self.quick_title if quick and self.quick_title else self.title
 
 
 def git_state() -> dict[str, Any]:
@@ -123,6 +129,8 @@ def run_sections(
 ) -> dict[str, Any]:
     """Runs every section into ``out_dir`` and writes ``index.md`` and ``index.json``.
 
+    Files already in ``out_dir`` that this run did not rewrite (an earlier run's) are
+    left in place and named, in ``index.md`` and in ``index.json["stale_files"]``.
     A section that raises is recorded (its error and traceback tail) and the others
     still run.
 
@@ -131,6 +139,8 @@ def run_sections(
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    before = _files(out)
+    started = time.time()
     prov = provenance(quick)
     done = []
     for sec in _progress.bar(sections, desc="reproduce", unit="section"):
@@ -147,12 +157,20 @@ def run_sections(
             error = f"{type(exc).__name__}: {exc}\n{tail}"
         done.append((sec, res, time.perf_counter() - start, error))
     prov["finished"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    stale = sorted(
+        str(p.relative_to(out))
+        for p in before
+        if p.name not in ("index.md", "index.json")
+        and p.exists()
+        and p.stat().st_mtime < started
+    )
     index = {
         "provenance": prov,
+        "stale_files": stale,
         "sections": [
             {
                 "name": sec.name,
-                "title": sec.title,
+                "title": sec.heading(quick),
                 "seconds": round(sec_s, 1),
                 "error": error,
                 "figures": list(res.figures),
@@ -163,12 +181,26 @@ def run_sections(
         ],
     }
     (out / "index.json").write_text(json.dumps(index, indent=1, default=str))
-    (out / "index.md").write_text(_markdown(prov, done))
+    (out / "index.md").write_text(_markdown(prov, done, stale))
     return index
 
 
-def _markdown(prov: dict[str, Any], done) -> str:
+def _files(out: Path) -> list[Path]:
+    """Every file under ``out`` (what an earlier run may have left there)."""
+    return [p for p in out.rglob("*") if p.is_file()]
+
+
+def _markdown(prov: dict[str, Any], done, stale: Sequence[str] = ()) -> str:
     lines = ["# theorycheck reproduce", ""]
+    if stale:
+        shown = ", ".join(f"`{name}`" for name in stale[:10])
+        more = f" and {len(stale) - 10} more" if len(stale) > 10 else ""
+        lines += [
+            f"**This folder also holds {len(stale)} file(s) this run did not write**"
+            f" (from an earlier run): {shown}{more}. They are not part of this"
+            " report; `index.json` lists them under `stale_files`.",
+            "",
+        ]
     mode = "quick (`--quick`)" if prov["quick"] else "full"
     lines += [
         f"Mode: {mode}. Commit `{prov['commit']}`"
@@ -180,11 +212,17 @@ def _markdown(prov: dict[str, Any], done) -> str:
     ]
     for sec, _, sec_s, error in done:
         lines.append(
-            f"| [{sec.title}](#{sec.name}) | {sec_s:.1f} | "
+            f"| [{sec.heading(prov['quick'])}](#{sec.name}) | {sec_s:.1f} | "
             f"{'failed' if error else 'ran'} |"
         )
     for sec, res, sec_s, error in done:
-        lines += ["", f'<a id="{sec.name}"></a>', "", f"## {sec.title}", ""]
+        lines += [
+            "",
+            f'<a id="{sec.name}"></a>',
+            "",
+            f"## {sec.heading(prov['quick'])}",
+            "",
+        ]
         lines.append(res.markdown.strip())
         for fig in res.figures:
             lines += ["", f"![{fig}]({fig})"]
