@@ -257,10 +257,10 @@ def _bounds_figure(bounds: dict, path: str) -> None:
             )
         axes[1].plot(c["tightness"], color=line.get_color(), label=loss)
     axes[0].set_xlabel("optimizer step")
-    axes[0].legend(fontsize=6)
+    axes[0].legend(fontsize=8)
     axes[1].set_xlabel("optimizer step")
     axes[1].set_title("tightness ‖∇θL‖/(σ_max‖∇zL‖)", fontsize=9)
-    axes[1].legend(fontsize=6)
+    axes[1].legend(fontsize=8)
     _common.savefig(fig, path)
 
 
@@ -278,7 +278,7 @@ def _fixed_figure(fixed: dict, path: str) -> None:
         )
     ax.set_xlabel("gradient-descent step")
     ax.set_ylabel("L_k / L_0")
-    ax.legend(fontsize=6)
+    ax.legend(fontsize=8)
     _common.savefig(fig, path)
 
 

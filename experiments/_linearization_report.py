@@ -186,7 +186,7 @@ def figure(data: dict, path: str) -> None:
         ax.axhline(0.5, color="grey", lw=0.5)
         ax.set_xlabel("α (scale of the real update)")
         ax.set_title(title, fontsize=9)
-    axes[0].legend(fontsize=6)
+    axes[0].legend(fontsize=8)
     _common.savefig(fig, path)
 
 

@@ -65,6 +65,14 @@ def test_quick_headings_name_the_model_the_quick_run_used(tmp_path):
     assert "## On the tiny model" in md and "On SmolLM2" not in md
 
 
+def test_report_cells_are_rounded_never_raw_floats_or_dicts():
+    from theorycheck.reproduce._core import fmt
+
+    assert fmt(0.1 + 0.2) == "0.3"
+    assert fmt({"lr": 1.2345678e-6, "seeds": [0, 1]}) == "lr: 1.235e-06; seeds: 0, 1"
+    assert fmt(True) == "True" and fmt(3) == "3" and fmt("pg") == "pg"
+
+
 def test_sections_are_the_documented_five():
     names = [s.name for s in SECTIONS]
     assert names == ["proofs", "convexity", "rollouts", "probes", "linearization"]

@@ -185,6 +185,20 @@ def run_sections(
     return index
 
 
+def fmt(value: Any) -> str:
+    """A value as a report cell: floats to 4 significant digits, containers item by
+    item, never a raw float repr or a JSON dict."""
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {fmt(v)}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(fmt(v) for v in value)
+    return str(value)
+
+
 def _files(out: Path) -> list[Path]:
     """Every file under ``out`` (what an earlier run may have left there)."""
     return [p for p in out.rglob("*") if p.is_file()]
@@ -227,7 +241,7 @@ def _markdown(prov: dict[str, Any], done, stale: Sequence[str] = ()) -> str:
         for fig in res.figures:
             lines += ["", f"![{fig}]({fig})"]
         if res.config:
-            conf = ", ".join(f"{k} = {v}" for k, v in res.config.items())
+            conf = ", ".join(f"{k} = {fmt(v)}" for k, v in res.config.items())
             lines += ["", f"*Configuration:* {conf}. *Wall time:* {sec_s:.1f} s."]
         if error:
             lines += ["", "```", error.strip(), "```"]

@@ -81,8 +81,16 @@ def prove_section(out: Path, quick: bool) -> SectionResult:
         [r.seconds for r in results],
         color=[_STATUS_COLOR[str(r.status)] for r in results],
     )
+    # the status is written beside each bar, not carried by its colour alone
+    for i, r in enumerate(results):
+        ax.text(r.seconds, i, f" {r.status}", va="center", fontsize=8)
+    handles = [
+        plt.Rectangle((0, 0), 1, 1, color=color, label=status)
+        for status, color in _STATUS_COLOR.items()
+    ]
+    ax.legend(handles=handles, fontsize=8, loc="lower right")
     ax.invert_yaxis()
-    ax.set_xlabel("seconds; green holds, yellow corrected, red fails, grey unknown")
+    ax.set_xlabel("seconds per claim (bar), status (text and colour)")
     fig.tight_layout()
     fig.savefig(out / "proofs.png", dpi=100)
     plt.close(fig)
@@ -139,7 +147,12 @@ def convexity_section(out: Path, quick: bool) -> SectionResult:
     ax.imshow(grid, cmap="RdYlGn", vmin=0, vmax=2, aspect="auto")
     ax.set_yticks(range(len(rows)), [r[0] for r in rows])
     ax.set_xticks([0, 1], ["Â = +1", "Â = −1"])
-    ax.set_title("green convex, yellow unknown, red not convex", fontsize=8)
+    for i, (_, pos, neg) in enumerate(rows):
+        for j, verdict in enumerate((pos, neg)):
+            ax.text(
+                j, i, verdict.replace("_", " "), ha="center", va="center", fontsize=8
+            )
+    ax.set_title("verdict per rule and advantage sign", fontsize=9)
     fig.tight_layout()
     fig.savefig(out / "convexity.png", dpi=100)
     plt.close(fig)
