@@ -149,9 +149,9 @@ def convexity_section(out: Path, quick: bool) -> SectionResult:
     ax.set_xticks([0, 1], ["Â = +1", "Â = −1"])
     for i, (_, pos, neg) in enumerate(rows):
         for j, verdict in enumerate((pos, neg)):
-            ax.text(
-                j, i, verdict.replace("_", " "), ha="center", va="center", fontsize=8
-            )
+            ink = "white" if colors.get(verdict, 1) == 0 else "black"
+            label = verdict.replace("_", " ")
+            ax.text(j, i, label, ha="center", va="center", fontsize=8, color=ink)
     ax.set_title("verdict per rule and advantage sign", fontsize=9)
     fig.tight_layout()
     fig.savefig(out / "convexity.png", dpi=100)
