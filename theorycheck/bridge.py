@@ -98,8 +98,9 @@ def _cond(c):
 #: branch counts of the Piecewise inside it). SymPy folds such a condition into an
 #: ``ITE`` and, at every later ``piecewise_fold``, minimises it with ``simplify`` on
 #: each relation: at 64 combinations (the TV predictive mask at V = 3, whose signs
-#: carry a float64 tie tolerance) that ran past the 100 s symbolic budget. The
-#: registry's largest translated condition has 6.
+#: carry a float64 tie tolerance) that ran past the 100 s symbolic budget; the
+#: largest conditions of ``dppo_binary_tv`` and ``dppo_capped`` (translated in seconds)
+#: have 6.
 MAX_SELECT_BRANCHES = 32
 
 
