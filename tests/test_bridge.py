@@ -208,3 +208,19 @@ def test_the_traced_sampled_program_translates_like_the_static_one():
         a = sympy_from_jax(one_program(loss), z, sampled=k)
         b = sympy_from_jax(loss, z, sampled=k)
         assert sp.simplify(a - b) == 0
+
+
+def test_a_select_on_a_condition_of_too_many_branches_is_unsupported_at_once():
+    # |z_i - 1/2| for six logits: 2^6 = 64 branch combinations in one condition,
+    # past MAX_SELECT_BRANCHES (SymPy's folding of such a condition ran for minutes)
+    z6 = sp.symbols("z0:6", real=True)
+
+    def loss(x, k):
+        spread = jnp.sum(jnp.abs(x - 0.5))
+        return jnp.where(spread > 1.0, x[k], -x[k])
+
+    with pytest.raises(UnsupportedOperation, match="64 piecewise branches"):
+        sympy_from_jax(loss, z6, sampled=0)
+    # two such terms (4 combinations) still translate, and exactly
+    expr = sympy_from_jax(loss, z6[:2], sampled=0)
+    assert expr.subs({z6[0]: 3, z6[1]: 0}) == 3

@@ -11,7 +11,12 @@ import time
 import pytest
 
 from theorycheck.cli import main
-from theorycheck.convexity._budget import StageTimeout, run_in_process, run_within
+from theorycheck.convexity._budget import (
+    StageTimeout,
+    run_in_process,
+    run_within,
+    submit_in_process,
+)
 
 
 def test_run_within_returns_raises_and_interrupts():
@@ -52,6 +57,22 @@ def test_run_in_process_keeps_its_worker_between_calls():
     with pytest.raises(StageTimeout):
         run_in_process(0.5, time.sleep, 60)
     assert run_in_process(60.0, os.getpid) not in {first, os.getpid()}
+
+
+def test_submit_in_process_returns_at_once_and_keeps_the_hard_limit():
+    start = time.monotonic()
+    pending = submit_in_process(60.0, time.sleep, 1.0)
+    assert time.monotonic() - start < 1.0  # the caller works while it runs
+    value, seconds = pending.result()
+    assert value is None and 1.0 <= seconds < 30.0  # measured in the worker
+    with pytest.raises(StageTimeout):
+        submit_in_process(0.5, time.sleep, 60).result()  # killed, not waited for
+    pending = submit_in_process(60.0, math.sqrt, -1.0)
+    with pytest.raises(ValueError):
+        pending.result()
+    pending = submit_in_process(60.0, time.sleep, 60)
+    pending.cancel()  # the caller failed meanwhile: the worker is killed
+    assert run_in_process(60.0, math.factorial, 5) == 120
 
 
 def test_run_in_process_from_a_second_thread_gets_its_own_process():

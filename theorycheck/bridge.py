@@ -94,8 +94,28 @@ def _cond(c):
     return c if isinstance(c, sp.logic.boolalg.Boolean) else sp.Ne(c, 0)
 
 
+#: Most branch combinations a ``select_n`` condition may fold into (the product of the
+#: branch counts of the Piecewise inside it). SymPy folds such a condition into an
+#: ``ITE`` and, at every later ``piecewise_fold``, minimises it with ``simplify`` on
+#: each relation: at 64 combinations (the TV predictive mask at V = 3, whose signs
+#: carry a float64 tie tolerance) that ran past the 100 s symbolic budget; the
+#: largest conditions of ``dppo_binary_tv`` and ``dppo_capped`` (translated in seconds)
+#: have 6.
+MAX_SELECT_BRANCHES = 32
+
+
+def _branches(pred) -> int:
+    return math.prod(len(p.args) for p in pred.atoms(sp.Piecewise))
+
+
 def _select(pred, *cases):
     pred = _cond(pred)
+    if isinstance(pred, sp.Basic) and _branches(pred) > MAX_SELECT_BRANCHES:
+        raise UnsupportedOperation(
+            f"select_n on a condition that folds into {_branches(pred)} piecewise "
+            f"branches (more than {MAX_SELECT_BRANCHES}: SymPy's folding of it does "
+            "not end in the symbolic budget)"
+        )
     if pred in (sp.true, sp.false) or len(cases) > 2:
         if isinstance(pred, sp.logic.boolalg.BooleanAtom):
             return cases[int(bool(pred))]

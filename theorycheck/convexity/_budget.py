@@ -21,7 +21,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Deadline", "StageTimeout", "run_in_process", "run_within"]
+__all__ = [
+    "Deadline",
+    "Pending",
+    "StageTimeout",
+    "run_in_process",
+    "run_within",
+    "submit_in_process",
+]
 
 
 class StageTimeout(Exception):
@@ -206,12 +213,120 @@ def _run_fresh(seconds: float, fn, args, kwargs) -> Any:
     return value
 
 
+def _timed(fn, args, kwargs):
+    """``(fn(*args, **kwargs), seconds it took)``, measured where it runs."""
+    start = time.monotonic()
+    return fn(*args, **kwargs), time.monotonic() - start
+
+
+class Pending:
+    """A :func:`submit_in_process` call under way; :meth:`result` collects it."""
+
+    def __init__(self, seconds: float, fn, args, kwargs):
+        global _worker
+        self._end = time.monotonic() + seconds
+        self._call = (_timed, (fn, args, kwargs), {})
+        self._kept = _worker_lock.acquire(blocking=False)
+        self._done = False
+        if not self._kept:  # another thread uses the kept worker
+            self._thread_box: dict[str, Any] = {}
+            self._thread = threading.Thread(target=self._fresh, daemon=True)
+            self._thread.start()
+            return
+        try:
+            if _worker is None or not _worker.proc.is_alive():
+                _worker = _Worker()
+            _worker.conn.send(self._call)
+        except BaseException:
+            self._drop()
+            raise
+
+    def _fresh(self):
+        try:
+            fn, args, kwargs = self._call
+            self._thread_box["value"] = _run_fresh(
+                max(self._end - time.monotonic(), 1e-3), fn, args, kwargs
+            )
+        except BaseException as err:
+            self._thread_box["error"] = err
+
+    def _drop(self):
+        global _worker
+        if _worker is not None:
+            _worker.close()
+            _worker = None
+        self._release()
+
+    def _release(self):
+        if self._kept and not self._done:
+            self._done = True
+            _worker_lock.release()
+
+    def cancel(self) -> None:
+        """Abandons the call (the caller failed while it ran): the kept worker is
+        killed, a fresh process is left to end on its own (a daemon)."""
+        if self._kept and not self._done:
+            self._drop()
+
+    def result(self) -> tuple[Any, float]:
+        """``(value, seconds the call took in the worker)``.
+
+        Raises:
+            StageTimeout: the budget given at submission ran out (the worker is
+                killed).
+            Exception: whatever the call raised.
+        """
+        if not self._kept:
+            self._thread.join()
+            if "error" in self._thread_box:
+                raise self._thread_box["error"]
+            return self._thread_box["value"]
+        try:
+            left = self._end - time.monotonic()
+            if left <= 0 or not _worker.conn.poll(left):
+                raise StageTimeout("ran past the budget")
+            try:
+                ok, value = _worker.conn.recv()
+            except EOFError:
+                raise RuntimeError(
+                    f"the symbolic worker died (exit code {_worker.proc.exitcode})"
+                ) from None
+        except BaseException:
+            self._drop()
+            raise
+        self._release()
+        if not ok:
+            raise value
+        return value
+
+
+def submit_in_process(seconds: float, fn: Callable[..., Any], *args, **kwargs):
+    """Starts ``fn(*args, **kwargs)`` in the worker process of
+    :func:`run_in_process` and returns at once (a :class:`Pending`), so that the
+    caller can work while it runs; the same hard limit of ``seconds`` from now.
+
+    Raises:
+        StageTimeout: ``seconds <= 0``.
+    """
+    if seconds <= 0:
+        raise StageTimeout("no time left")
+    return Pending(seconds, fn, args, kwargs)
+
+
 class Deadline:
     """One budget shared by consecutive stages."""
 
     def __init__(self, seconds: float):
         self.seconds = float(seconds)
         self._end = time.monotonic() + self.seconds
+
+    @classmethod
+    def after(cls, seconds: float, used: float) -> Deadline:
+        """A budget of ``seconds`` of which ``used`` is spent (``seconds`` stays
+        the named size, for the messages)."""
+        out = cls(seconds)
+        out._end -= used
+        return out
 
     def left(self) -> float:
         return self._end - time.monotonic()
@@ -224,3 +339,8 @@ class Deadline:
     def run_in_process(self, fn: Callable[..., Any], *args, **kwargs) -> Any:
         """``fn`` in a spawned process within the time left (hard limit)."""
         return run_in_process(self.left(), fn, *args, **kwargs)
+
+    def submit_in_process(self, fn: Callable[..., Any], *args, **kwargs) -> Pending:
+        """``fn`` started in a spawned process within the time left (hard limit);
+        collect it with :meth:`Pending.result`."""
+        return submit_in_process(self.left(), fn, *args, **kwargs)

@@ -152,7 +152,8 @@ def _formal_records(resolved, inputs, vocab, tokens, out, budget, timeout_s, rec
                     MethodResult(name, Status.UNKNOWN, timed_out, st.Stage.FORMAL)
                 )
                 continue
-            if out.failed:  # the same translation would fail again
+            if out.failed or (k == 0 and out.unsupported_at == v):
+                # the same translation would fail again
                 detail = "the symbolic translation failed (see above)"
                 records.append(
                     MethodResult(name, Status.SKIPPED, detail, st.Stage.FORMAL)
@@ -186,22 +187,33 @@ def _formal_refutation(frec, fout, resolved, inputs, v, k, seen, record):
     return [st.attach(frec, ce | exact), clean]
 
 
-def _symbolic_stages(resolved, spec, params, inputs, vocab, timeout_s, tokens, dynamic):
+def _symbolic_stages(
+    resolved, spec, params, inputs, vocab, timeout_s, tokens, dynamic, meanwhile=None
+):
     """Structure (+ its witness re-check) at k = 0, then z3 at each requested V and
-    sampled token."""
+    sampled token. ``meanwhile()`` (the numeric search) runs in this process while
+    the structure stage's worker process derives; its result is returned too. The
+    formal stage then gets the symbolic budget less the structure stage's own time
+    (not the search's)."""
     timeout_ms = int(timeout_s * 1000)
     budget = Deadline(SYMBOLIC_BUDGET_FACTOR * timeout_s)
     record = inputs(min(vocab), 0).params
     stage("structure: deriving the logit Hessian symbolically (every V)")
-    rec, out = st.structure_stage(
-        spec, params, 0, budget, timeout_ms, SYMBOLIC_BUDGET_FACTOR, dynamic
-    )
+    pending = st.structure_start(spec, params, 0, budget, timeout_ms, dynamic)
+    try:
+        beside = meanwhile() if meanwhile is not None else None
+    except BaseException:
+        if pending is not None:
+            pending.cancel()
+        raise
+    rec, out, used = st.structure_finish(pending, budget, SYMBOLIC_BUDGET_FACTOR)
+    budget = Deadline.after(budget.seconds, used)
     records = _structure_records(rec, out, resolved, inputs, record)
     if out.derived or rec.status not in (Status.PROVED, Status.REFUTED):
         records += _formal_records(
             resolved, inputs, vocab, tokens, out, budget, timeout_s, record
         )
-    return records, out
+    return records, out, beside
 
 
 def _search_vocabs(vocab, differ, gen) -> list[int]:
@@ -280,13 +292,10 @@ def check_convexity(
         for k in tokens(v) if v == min(vocab) else [0]:
             sanity_check(resolved.loss, v, k, inputs(v, k).numeric, resolved.name)
     record = inputs(min(vocab), 0).params
-    records, out = _symbolic_stages(
-        resolved, spec, params, inputs, vocab, timeout_s, tokens, gen.traced
-    )
-    records[1:1] = generic
-    stage(f"numeric search at V = {', '.join(map(str, searched))}")
-    records.append(
-        st.search_stage(
+
+    def search():
+        stage(f"numeric search at V = {', '.join(map(str, searched))}")
+        return st.search_stage(
             resolved.loss,
             searched,
             tokens,
@@ -296,7 +305,12 @@ def check_convexity(
             num_starts=num_starts,
             dynamic=gen.traced,
         )
+
+    records, out, searched_rec = _symbolic_stages(
+        resolved, spec, params, inputs, vocab, timeout_s, tokens, gen.traced, search
     )
+    records[1:1] = generic
+    records.append(searched_rec)
     if out.derived.get(3) is not None and any(
         r.status is Status.PROVED for r in records if r.stage in ("structure", "formal")
     ):

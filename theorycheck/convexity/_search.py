@@ -229,8 +229,12 @@ def search_tokens(
     refine_steps: int = 40,
     tol: float = 1e-9,
     max_checks: int = MAX_CHECKS,
+    first: bool = False,
 ) -> dict[int, SearchOutcome]:
     """:func:`search` at every sampled token in ``inputs_by_k`` (``k -> inputs``).
+
+    With ``first`` the tokens after the first one with a confirmed counterexample are
+    not searched.
 
     With ``dynamic`` (the loss takes a traced ``sampled``,
     :func:`theorycheck.convexity._genericity.one_program`) one compilation per V
@@ -241,6 +245,8 @@ def search_tokens(
         starts = max(1, min(num_starts, LARGE_MAX_STARTS))
         for k, inputs in inputs_by_k.items():
             out[k] = _search_large(loss, vocab, k, inputs, seed, starts)
+            if first and out[k].found:
+                break
         return out
     compiled = None
     for k, inputs in inputs_by_k.items():
@@ -250,11 +256,18 @@ def search_tokens(
             loss, compiled, vocab, k, inputs, seed, num_starts, refine_steps, tol,
             max_checks,
         )  # fmt: skip
+        if first and out[k].found:
+            break
     return out
 
 
 def _dense(loss, compiled, vocab, sampled, inputs, seed, num_starts, refine_steps,
            tol, max_checks) -> SearchOutcome:  # fmt: skip
+    """The starts' own candidates are re-checked first: a confirmed one ends the
+    search before the descent is compiled. Otherwise the descent runs and the
+    candidates of both are re-checked as before (those already re-checked are not
+    repeated: the re-check is deterministic), so the search confirms a
+    counterexample exactly when it did with one pool."""
     arrays, f, hess, refine = compiled
     with jax.enable_x64(True):
         arrs = [jnp.asarray(inputs[a], jnp.float64) for a in arrays]
@@ -262,6 +275,14 @@ def _dense(loss, compiled, vocab, sampled, inputs, seed, num_starts, refine_step
         zs = np.asarray(_starts(seed, vocab, sampled, num_starts), np.float64)
         lam, scale, vecs = _relative(np.asarray(hess(jnp.asarray(zs), k, arrs)))
         rel = lam / scale
+    starts = [(rel[i], ("start", i), zs[i], vecs[i]) for i in range(len(zs))]
+    checked = set()
+    for _, key, z, u in _ranked(starts, tol)[:max_checks]:
+        checked.add(key)
+        check = recheck(loss, z, sampled, inputs, u)
+        if check.confirmed:
+            return SearchOutcome(True, len(zs), z, u, check.autodiff, check.frozen_fd)
+    with jax.enable_x64(True):
         order = np.argsort(rel)[:8]
         lam_r, scale_r, zs_r, vecs_r = (
             np.asarray(t)
@@ -276,14 +297,20 @@ def _dense(loss, compiled, vocab, sampled, inputs, seed, num_starts, refine_step
         )
         rel_r = lam_r / np.maximum(1.0, scale_r)
     count = len(zs) + len(order) * refine_steps
-    pool = [(rel_r[i], zs_r[i], vecs_r[i]) for i in range(len(zs_r))]
-    pool += [(rel[i], zs[i], vecs[i]) for i in range(len(zs))]
-    pool = sorted((c for c in pool if c[0] < -tol), key=lambda c: c[0])
-    for _, z, u in pool[:max_checks]:
+    pool = [(rel_r[i], ("refined", i), zs_r[i], vecs_r[i]) for i in range(len(zs_r))]
+    for _, key, z, u in _ranked(pool + starts, tol)[:max_checks]:
+        if key in checked:
+            continue  # re-checked above, not confirmed
         check = recheck(loss, z, sampled, inputs, u)
         if check.confirmed:
             return SearchOutcome(True, count, z, u, check.autodiff, check.frozen_fd)
     return SearchOutcome(False, count)
+
+
+def _ranked(pool, tol):
+    """Candidates below ``-tol`` relative curvature, most negative first (a stable
+    sort: refined points before starts at equal values, as in one pool)."""
+    return sorted((c for c in pool if c[0] < -tol), key=lambda c: c[0])
 
 
 def _search_large(loss, vocab, sampled, inputs, seed, num_starts) -> SearchOutcome:

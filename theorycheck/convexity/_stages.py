@@ -38,7 +38,9 @@ __all__ = [
     "kink_stage",
     "recheck_stage",
     "search_stage",
+    "structure_finish",
     "structure_stage",
+    "structure_start",
     "switch_stage",
     "withdraw",
 ]
@@ -56,20 +58,33 @@ class StructureOutcome:
     structure: Any = None
     timed_out: bool = False
     failed: bool = False
+    #: the V whose translation (k = 0) raised UnsupportedOperation, if one did
+    unsupported_at: int | None = None
 
 
 def _structure_job(spec: str, params, sampled: int, timeout_ms: int, dynamic: bool):
     """The structure stage, run in a separate process (module level: picklable)."""
+    from theorycheck.bridge import UnsupportedOperation
     from theorycheck.convexity._genericity import one_program
     from theorycheck.convexity._structural import analyse_structure
 
     resolved = resolve(spec)
-    return analyse_structure(
-        one_program(resolved.loss) if dynamic else resolved.loss,
-        sampled,
-        lambda v: build_inputs(resolved, params, v, sampled).exact,
-        timeout_ms=timeout_ms,
-    )
+    asked = []
+
+    def exact(v):
+        asked.append(v)
+        return build_inputs(resolved, params, v, sampled).exact
+
+    try:
+        return analyse_structure(
+            one_program(resolved.loss) if dynamic else resolved.loss,
+            sampled,
+            exact,
+            timeout_ms=timeout_ms,
+        )
+    except UnsupportedOperation as err:
+        err.vocab = asked[-1] if asked else None  # the V whose translation failed
+        raise
 
 
 def timed_out_detail(budget: Deadline, factor: float) -> str:
@@ -94,20 +109,43 @@ def structure_stage(
         The record (its ``scope`` is the claim for every V, ``decided`` the V derived)
         and what the formal stage reuses.
     """
+    pending = structure_start(spec, params, sampled, budget, timeout_ms, dynamic)
+    rec, out, _ = structure_finish(pending, budget, factor)
+    return rec, out
+
+
+def structure_start(spec, params, sampled, budget, timeout_ms, dynamic=False):
+    """Starts :func:`structure_stage`'s work in the worker process and returns at
+    once (collect it with :func:`structure_finish`; the caller may run the numeric
+    stages meanwhile). ``None`` when the budget is already spent."""
+    try:
+        return budget.submit_in_process(
+            _structure_job, spec, params, sampled, timeout_ms, dynamic
+        )
+    except StageTimeout:
+        return None
+
+
+def structure_finish(
+    pending, budget: Deadline, factor: float
+) -> tuple[MethodResult, StructureOutcome, float]:
+    """The record and outcome of a started structure stage, and the seconds its
+    work took in the worker (the whole budget when it ran out)."""
     from theorycheck.bridge import UnsupportedOperation
 
     try:
-        struct, derived = budget.run_in_process(
-            _structure_job, spec, params, sampled, timeout_ms, dynamic
-        )
+        if pending is None:
+            raise StageTimeout("no time left")
+        (struct, derived), seconds = pending.result()
     except UnsupportedOperation as err:
         detail = f"unsupported operation: {err}; numeric only"
         rec = MethodResult("symbolic", Status.SKIPPED, detail, Stage.STRUCTURE)
-        return rec, StructureOutcome({})
+        at = getattr(err, "vocab", None)
+        return rec, StructureOutcome({}, unsupported_at=at), 0.0
     except StageTimeout:
         detail = timed_out_detail(budget, factor)
         rec = MethodResult("structure", Status.UNKNOWN, detail, Stage.STRUCTURE)
-        return rec, StructureOutcome({}, timed_out=True)
+        return rec, StructureOutcome({}, timed_out=True), budget.seconds
     except BadInput:
         raise
     except IndexError as err:  # JAX clamps (or fills) an out-of-range index silently
@@ -121,7 +159,7 @@ def structure_stage(
             "numeric only"
         )
         rec = MethodResult("symbolic", Status.SKIPPED, detail, Stage.STRUCTURE)
-        return rec, StructureOutcome({}, failed=True)
+        return rec, StructureOutcome({}, failed=True), 0.0
     status = Status(struct.status)
     claim = {Status.PROVED: Scope.every(2), Status.REFUTED: Scope.every(3)}
     rec = MethodResult(
@@ -136,7 +174,7 @@ def structure_stage(
     out = StructureOutcome(
         derived, struct.family, struct.fit, struct.witness, structure=struct
     )
-    return rec, out
+    return rec, out, seconds
 
 
 def _traces(resolved, params, vocabs):
@@ -374,6 +412,7 @@ def search_stage(
             dynamic=dynamic,
             seed=seed + v,
             num_starts=num_starts,
+            first=True,  # the first confirmed (V, k) decides; later k add nothing
         )
         for k, out in outs.items():
             total += out.num_samples

@@ -171,20 +171,33 @@ def _descend(
     )  # one basis in memory at a time
 
 
-def _verify(loss, sampled, static, dynamic, z, x):
-    """Float64 re-check of x^T H x: HVP and frozen second difference."""
+@functools.partial(jax.jit, static_argnames=("loss", "sampled", "static"))
+def _verify_values(loss, sampled, static, z, x, dynamic):
+    """``(x^T H x by HVP, by the frozen second difference, its noise)``, compiled
+    once per loss and index (the re-check of every candidate reuses it)."""
     f = bind_loss(loss, sampled, static)
-    x = x / jnp.linalg.norm(x)
     hv = jax.jvp(lambda y: jax.grad(f)(y, dynamic), (z,), (x,))[1]
-    c_hvp = float(jnp.vdot(x, hv))
+    frozen = frozen_loss_fn(lambda y: f(y, dynamic), z)
+    c_fd, noise = second_difference(frozen, z, x)
+    return jnp.vdot(x, hv), c_fd, noise
+
+
+@functools.partial(jax.jit, static_argnames=("loss", "sampled", "static"))
+def _hvp_value(loss, sampled, static, z, x, dynamic):
+    f = bind_loss(loss, sampled, static)
+    return jnp.vdot(x, jax.jvp(lambda y: jax.grad(f)(y, dynamic), (z,), (x,))[1])
+
+
+def _verify(loss, sampled, static, dynamic, z, x):
+    """Float64 re-check of x^T H x: HVP and frozen second difference (both jitted:
+    the same float64 operations as eagerly, without one compilation per primitive)."""
+    x = x / jnp.linalg.norm(x)
     try:
-        frozen = frozen_loss_fn(lambda y: f(y, dynamic), z)
-    except NotImplementedError:
-        return c_hvp, None, False
-    c_fd, noise = (
-        float(a)
-        for a in second_difference(frozen, z, x)  # eager: one-off closure
-    )
+        c_hvp, c_fd, noise = (
+            float(a) for a in _verify_values(loss, sampled, static, z, x, dynamic)
+        )
+    except NotImplementedError:  # a stop_gradient inside control flow
+        return float(_hvp_value(loss, sampled, static, z, x, dynamic)), None, False
     resolved = max(10.0 * noise, 1e-12)
     ok = (
         np.isfinite(c_hvp)
