@@ -2,9 +2,9 @@
 ``docs/convexity.md``) from ``benchmarks/results/convexity_provers.json``.
 
 ``--run`` computes the results file: ``check_convexity`` on every loss of the corpus
-(``examples/losses/provers.py``, the truth of each derived by hand in its docstring
-and listed in :data:`TRUTH`, plus the registry rows the registry table leaves
-``unknown``), 64 search starts, V = 3, in one process. The
+(``examples/losses/provers.py`` and ``examples/losses/adversarial.py``, the truth of
+each derived by hand in its docstring and listed in :data:`TRUTH`, plus the registry
+rows the registry table leaves ``unknown``), 64 search starts, V = 3, in one process. The
 verdict *before* the composition prover and the chord refuter is the same run's
 records without theirs, combined by the same pure combiner (both stages run last and
 change no earlier record), so before and after are one run. ``--check`` (a test runs
@@ -62,8 +62,6 @@ TRUTH = {
         "sort_top1_convex": C,
     },
 }
-#: the scope rules' losses (their verdicts: tests/test_convexity_scope.py).
-SCOPE_TRUTH = {
     "examples/losses/adversarial.py": {
         "last_token_flip": N,
         "python_branch": N,
@@ -85,11 +83,11 @@ REGISTRY = [("dppo_topk_tv_k_slots", 1.0), ("dppo_topk_kl_k_slots", 1.0)]
 
 
 def _specs():
+    for name, adv in REGISTRY:
+        yield name, {"adv": adv}, None
     for path, truths in TRUTH.items():
         for name, truth in truths.items():
             yield f"{path}:{name}", {}, truth
-    for name, adv in REGISTRY:
-        yield name, {"adv": adv}, None
 
 
 def run(part: int = 0, parts: int = 1, save=None) -> dict:
@@ -136,14 +134,21 @@ def run(part: int = 0, parts: int = 1, save=None) -> dict:
                 "seconds": round(time.perf_counter() - t0, 1),
             }
         )
+        if save is not None:  # each row as it comes (a long run is never lost)
+            Path(save).write_text(json.dumps(_meta(rows, start), indent=1))
         print(
             f"{spec}: {before.verdict} -> {res.verdict} ({res.scope})",
             file=sys.stderr,
             flush=True,
         )
+    return _meta(rows, start)
+
+
+def _meta(rows, start) -> dict:
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
+    load = Path("/proc/loadavg")
     return {
         "rows": rows,
         "wall_s": round(time.perf_counter() - start, 1),
@@ -151,9 +156,7 @@ def run(part: int = 0, parts: int = 1, save=None) -> dict:
         "vocab": [3],
         "commit": commit,
         "python": platform.python_version(),
-        "load_average": Path("/proc/loadavg").read_text().split()[:3]
-        if Path("/proc/loadavg").exists()
-        else None,
+        "load_average": load.read_text().split()[:3] if load.exists() else None,
     }
 
 

@@ -21,8 +21,8 @@ Where it applies: the checker's verdict is about the Hessian with ``stop_gradien
 values held constant. A chord violation of the loss itself refutes that only when no
 detached value depends on the logits, so the stage runs only when the program has no
 ``stop_gradient`` of a value of the logits, except the max-shift inside
-``jax.nn.log_softmax``/``softmax`` and ``logsumexp`` (exactly cancelled: the function
-is the same for every value of the shift), checked on the jaxpr.
+``jax.nn.log_softmax`` (read on the jaxpr) and a shift the SymPy bridge removes
+exactly (``logsumexp``'s): the function is the same for every value of the shift.
 """
 
 from __future__ import annotations
@@ -52,14 +52,27 @@ NUM_PAIRS = 4096
 MAX_RECHECK = 6
 #: the largest V searched.
 MAX_VOCAB = 16
-#: names of the JAX functions whose detached max-shift cancels exactly.
-_SHIFT_SAFE = ("log_softmax", "softmax", "_softmax", "logsumexp")
 
 
-def _depends(jaxpr, tainted_in: list[bool]) -> list[tuple[object, bool]]:
-    """Walks ``jaxpr``; returns ``(stop_gradient equation, depends on logits)`` for
-    every ``stop_gradient`` outside the shift-safe functions (recursing into calls)."""
+def _prims(jaxpr) -> tuple[str, ...]:
+    return tuple(e.primitive.name for e in jaxpr.eqns)
+
+
+def _log_softmax_body() -> tuple[str, ...]:
+    """The primitives of ``jax.nn.log_softmax``'s body (a named jit), traced here."""
+    with jax.enable_x64(True):
+        closed = jax.make_jaxpr(jax.nn.log_softmax)(jnp.zeros(3))
+    (eqn,) = closed.jaxpr.eqns
+    return _prims(_jaxpr.sub_jaxpr(eqn)[0])
+
+
+def _depends(jaxpr, tainted_in: list[bool]) -> list[object]:
+    """Every ``stop_gradient`` of a value of the logits, recursing into calls, except
+    inside ``jax.nn.log_softmax`` (a jit of that name whose body is JAX's own:
+    z - sg(max z) - log sum exp(z - sg(max z)) is the same for every value of the
+    shift)."""
     found = []
+    safe_body = _log_softmax_body()
 
     def walk(jx, taint_in, safe):
         taint = dict(zip(jx.invars, taint_in))
@@ -70,19 +83,20 @@ def _depends(jaxpr, tainted_in: list[bool]) -> list[tuple[object, bool]]:
         for eqn in jx.eqns:
             ins = [t(v) for v in eqn.invars]
             name = eqn.primitive.name
-            subs = list(jcore.jaxprs_in_params(eqn.params))
-            inner_safe = safe or str(eqn.params.get("name", "")) in _SHIFT_SAFE
             if name == "stop_gradient" and any(ins) and not safe:
                 found.append(eqn)
-            if subs and name in _jaxpr.CALL_JAXPR:
-                found_sub = _jaxpr.sub_jaxpr(eqn)
-                if found_sub is not None:
-                    outs = walk(found_sub[0], ins, inner_safe)
-                    for v, o in zip(eqn.outvars, outs):
-                        taint[v] = o
-                    continue
-            for sub in subs:  # cond / scan / while bodies: any tainted input taints all
-                walk(sub, [any(ins)] * len(sub.invars), inner_safe)
+            sub = _jaxpr.sub_jaxpr(eqn) if name in _jaxpr.CALL_JAXPR else None
+            if sub is not None:
+                inner_safe = safe or (
+                    str(eqn.params.get("name", "")) == "log_softmax"
+                    and _prims(sub[0]) == safe_body
+                )
+                outs = walk(sub[0], ins, inner_safe)
+                for v, o in zip(eqn.outvars, outs):
+                    taint[v] = o
+                continue
+            for body in jcore.jaxprs_in_params(eqn.params):
+                walk(body, [any(ins)] * len(body.invars), safe)
             for v in eqn.outvars:
                 taint[v] = any(ins)
         return [t(v) for v in jx.outvars]
@@ -91,41 +105,34 @@ def _depends(jaxpr, tainted_in: list[bool]) -> list[tuple[object, bool]]:
     return found
 
 
-def frozen_logit_values(loss, vocab: int, inputs: dict) -> list[str]:
-    """Where the program detaches a value of the logits (``file:line`` each), the
-    shift-safe max-shifts excepted; empty when the loss has no frozen values."""
+def frozen_logit_values(loss, vocab: int, inputs: dict, exact=None) -> list[str]:
+    """Where the loss depends on a detached value of the logits (``file:line`` each);
+    empty when it does not.
+
+    A ``stop_gradient`` of a value of the logits outside ``jax.nn.log_softmax`` is
+    looked at once more in SymPy (at ``V = vocab``, ``exact`` inputs): the bridge
+    removes a max-shift that cancels exactly (``logsumexp``'s), and a loss whose
+    expression then has no frozen value of the logits does not depend on one.
+    """
     names = sorted(inputs)
     with jax.enable_x64(True):
         closed = jax.make_jaxpr(lambda z, *vals: loss(z, 0, **dict(zip(names, vals))))(
             jnp.zeros(vocab), *[jnp.asarray(inputs[n]) for n in names]
         )
     eqns = _depends(closed.jaxpr, [True] + [False] * len(names))
-    # logsumexp's shift is not inside a named call: a stop_gradient of a reduce_max
-    # (through a select on is_finite) whose value is added back is the pattern.
-    return [_jaxpr.where(e) for e in eqns if not _lse_shift(closed.jaxpr, e)]
+    if not eqns:
+        return []
+    from theorycheck.bridge import sympy_from_jax
+    from theorycheck.symbolic import Frozen
 
-
-def _lse_shift(jaxpr, eqn) -> bool:
-    """``jax.nn.logsumexp``'s detached max: the stop_gradient's operand is computed
-    from a ``reduce_max`` through ``max``/``is_finite``/``select_n`` only."""
-    producers = {v: e for e in jaxpr.eqns for v in e.outvars}
-    todo, seen = [eqn.invars[0]], set()
-    saw_max = False
-    while todo:
-        v = todo.pop()
-        if isinstance(v, jcore.Literal) or v in seen:
-            continue
-        seen.add(v)
-        e = producers.get(v)
-        if e is None:
-            return False  # an input of the loss itself
-        if e.primitive.name == "reduce_max":
-            saw_max = True
-            continue
-        if e.primitive.name not in ("max", "is_finite", "select_n", "broadcast_in_dim"):
-            return False
-        todo.extend(e.invars)
-    return saw_max
+    try:
+        z = sp.symbols(f"z0:{vocab}", real=True)
+        expr = sympy_from_jax(loss, z, sampled=0, inputs=exact or inputs)
+    except Exception:  # noqa: BLE001 - no symbolic form: the detached values stand
+        return [_jaxpr.where(e) for e in eqns]
+    if any(a.free_symbols for a in expr.atoms(Frozen)):
+        return [_jaxpr.where(e) for e in eqns]
+    return []
 
 
 def _starts(rng, v: int, n: int):
@@ -204,7 +211,8 @@ def chord_stage(
             name, Status.SKIPPED, f"runs for V <= {MAX_VOCAB}", Stage.CHORD
         )
     try:
-        frozen = frozen_logit_values(loss, vs[0], build(vs[0], 0).numeric)
+        first = build(vs[0], 0)
+        frozen = frozen_logit_values(loss, vs[0], first.numeric, first.exact)
     except Exception as err:  # noqa: BLE001 - never a traceback to the user
         detail = f"could not read the program ({type(err).__name__})"
         return MethodResult(name, Status.SKIPPED, detail, Stage.CHORD)

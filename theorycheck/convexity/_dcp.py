@@ -204,7 +204,7 @@ class _Walk:
     def eqn(self, eqn, ins) -> list[Abstract]:
         name = eqn.primitive.name
         n_out = len(eqn.outvars)
-        if name == "custom_jvp_call" and _custom_name(eqn) == "logaddexp":
+        if name == "custom_jvp_call" and _is_logaddexp(eqn):
             return [self._logaddexp(eqn, ins)]
         if name in _jaxpr.CALL_JAXPR:
             found = _jaxpr.sub_jaxpr(eqn)
@@ -504,9 +504,30 @@ _STRUCTURAL = {
 }
 
 
-def _custom_name(eqn) -> str:
-    info = getattr(eqn.params["call_jaxpr"].jaxpr, "debug_info", None)
-    return getattr(info, "func_name", "") or ""
+#: the primitives of ``jnp.logaddexp``'s primal (JAX 0.10): max(a, b) + log1p(e^-|a-b|)
+#: with a NaN guard.
+_LOGADDEXP = (
+    "max",
+    "sub",
+    "ne",
+    "add",
+    "abs",
+    "neg",
+    "exp",
+    "log1p",
+    "add",
+    "select_n",
+)
+
+
+def _is_logaddexp(eqn) -> bool:
+    """A custom_jvp named ``logaddexp`` whose primal is JAX's (a function of that
+    name with another body is interpreted through its body)."""
+    body = eqn.params["call_jaxpr"].jaxpr
+    info = getattr(body, "debug_info", None)
+    name = getattr(info, "func_name", "") or ""
+    prims = tuple(e.primitive.name for e in body.eqns)
+    return name == "logaddexp" and prims == _LOGADDEXP and len(body.invars) == 2
 
 
 def _join(a: Abstract, b: Abstract) -> Abstract:
