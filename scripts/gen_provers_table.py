@@ -61,7 +61,6 @@ TRUTH = {
         "fori_log_pi": N,
         "sort_top1_convex": C,
     },
-}
     "examples/losses/adversarial.py": {
         "last_token_flip": N,
         "python_branch": N,

@@ -270,3 +270,27 @@ def test_combine_a_chord_refutation_wins_over_a_proof():
     assert out.verdict is Verdict.NOT_CONVEX
     assert out.text == "V = 3, sampled token k = 0"
     assert any(m.stage is Stage.CONSISTENCY for m in out.methods)
+
+
+def test_chord_does_not_run_beside_a_shift_that_does_not_cancel():
+    """sum(z - sg(max z)): with the max frozen, as the checker's Hessian holds it, the
+    loss is affine (convex); the loss itself, sum(z) - V max(z), is concave. A chord
+    of the loss must not refute it."""
+
+    def shifted(z, k):
+        return jnp.sum(z - jax.lax.stop_gradient(jnp.max(z)))
+
+    rec = _chord.chord_stage(
+        one_program(shifted), [3], lambda v: [0], _no_inputs, {}, num_pairs=256
+    )
+    assert rec.status is Status.SKIPPED and "stop_gradient" in rec.detail
+
+
+def test_dcp_reads_a_function_named_logaddexp_through_its_body():
+    @jax.custom_jvp
+    def logaddexp(a, b):
+        return -jnp.abs(a - b)
+
+    logaddexp.defjvp(lambda p, t: (logaddexp(*p), 0.0 * t[0]))
+    out = _dcp.analyse(lambda z, k: logaddexp(z[0], z[1]), 3, {})
+    assert out.curv != "convex"
