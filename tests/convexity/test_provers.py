@@ -294,3 +294,17 @@ def test_dcp_reads_a_function_named_logaddexp_through_its_body():
     logaddexp.defjvp(lambda p, t: (logaddexp(*p), 0.0 * t[0]))
     out = _dcp.analyse(lambda z, k: logaddexp(z[0], z[1]), 3, {})
     assert out.curv != "convex"
+
+
+def test_a_sympy_error_inside_the_bridge_is_a_named_unsupported_operation():
+    """-(z > 0) inside SymPy (``bad operand type for unary -``) never reaches the user
+    as such: the primitive and the user's line are named."""
+
+    def loss(z, k):
+        return -jax.nn.log_softmax(z)[k] + jnp.min(z > 0)
+
+    with pytest.raises(bridge.UnsupportedOperation) as err:
+        bridge.sympy_from_jax(loss, sp.symbols("z0:3", real=True), sampled=0)
+    text = str(err.value)
+    assert "'reduce_min'" in text and "test_provers.py:" in text
+    assert "StrictGreaterThan" not in text
