@@ -69,7 +69,8 @@ def sub_jaxpr(eqn) -> tuple[Any, Sequence[Any]] | None:
 
 def where(eqn) -> str:
     """``file.py:LINE`` of the user's code that made ``eqn`` (the innermost frame
-    outside JAX and theorycheck), or ``"an unknown line"``."""
+    outside JAX and theorycheck; for a registered loss, its line in
+    ``theorycheck/losses``), or ``"an unknown line"``."""
     import os
 
     from jax._src import source_info_util
@@ -79,11 +80,12 @@ def where(eqn) -> str:
         frames = list(source_info_util.user_frames(eqn.source_info.traceback))
     except Exception:  # noqa: BLE001 - a location is a courtesy, never an error
         return "an unknown line"
-    for f in frames:
-        path = os.path.abspath(f.file_name)
-        if os.path.join(own, "theorycheck") + os.sep in path:
-            continue
-        return f"{os.path.basename(f.file_name)}:{f.start_line}"
+    package = os.path.join(own, "theorycheck") + os.sep
+    registry = os.path.join(package, "losses") + os.sep  # a registered loss's own code
+    for wanted in (lambda p: package not in p, lambda p: registry in p):
+        for f in frames:
+            if wanted(os.path.abspath(f.file_name)):
+                return f"{os.path.basename(f.file_name)}:{f.start_line}"
     return "an unknown line"
 
 
