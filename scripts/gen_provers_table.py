@@ -4,7 +4,8 @@
 ``--run`` computes the results file: ``check_convexity`` on every loss of the corpus
 (``examples/losses/provers.py`` and ``examples/losses/adversarial.py``, the truth of
 each derived by hand in its docstring and listed in :data:`TRUTH`, plus the registry
-rows the registry table leaves ``unknown``), 64 search starts, V = 3, in one process. The
+rows the registry table leaves ``unknown``), 64 search starts, V = 3 (``--part I N``
+runs every N-th loss, ``--assemble`` joins the parts of parallel processes). The
 verdict *before* the composition prover and the chord refuter is the same run's
 records without theirs, combined by the same pure combiner (both stages run last and
 change no earlier record), so before and after are one run. ``--check`` (a test runs
@@ -192,7 +193,8 @@ def render(data) -> str:
         f"process(es), {data['wall_s']:.0f} s wall clock, "
         f"load average {' '.join(data['load_average'] or ['?'])}): {before} of {n} "
         f"decided before ({100 * before / n:.0f}%), {after} of {n} after "
-        f"({100 * after / n:.0f}%); verdicts that contradict the truth: {wrong_b} before, "
+        f"({100 * after / n:.0f}%); verdicts that contradict the truth: "
+        f"{wrong_b} before, "
         f"{wrong} after."
     )
     return "\n".join(lines) + "\n\n" + note

@@ -147,7 +147,7 @@ def top1_sort(logits, sampled):
     return -jnp.sort(logits)[-1] + logits[sampled]
 
 
-# --- smooth primitives -----------------------------------------------------------------
+# --- smooth primitives --------------------------------------------------------------
 
 
 def atan_margin(logits, sampled):
