@@ -26,7 +26,14 @@ from typing import Any
 import numpy as np
 from jax.extend import core as jcore
 
-__all__ = ["CALL_JAXPR", "affine_prefix", "has_primitive", "interpret", "sub_jaxpr"]
+__all__ = [
+    "CALL_JAXPR",
+    "affine_prefix",
+    "has_primitive",
+    "interpret",
+    "sub_jaxpr",
+    "where",
+]
 
 #: Call-like primitives interpreted inline: primitive name -> parameters that may
 #: hold the body (first present wins).
@@ -58,6 +65,28 @@ def sub_jaxpr(eqn) -> tuple[Any, Sequence[Any]] | None:
         if isinstance(sub, jcore.Jaxpr):
             return sub, ()
     return None
+
+
+def where(eqn) -> str:
+    """``file.py:LINE`` of the user's code that made ``eqn`` (the innermost frame
+    outside JAX and theorycheck; for a registered loss, its line in
+    ``theorycheck/losses``), or ``"an unknown line"``."""
+    import os
+
+    from jax._src import source_info_util
+
+    own = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        frames = list(source_info_util.user_frames(eqn.source_info.traceback))
+    except Exception:  # noqa: BLE001 - a location is a courtesy, never an error
+        return "an unknown line"
+    package = os.path.join(own, "theorycheck") + os.sep
+    registry = os.path.join(package, "losses") + os.sep  # a registered loss's own code
+    for wanted in (lambda p: package not in p, lambda p: registry in p):
+        for f in frames:
+            if wanted(os.path.abspath(f.file_name)):
+                return f"{os.path.basename(f.file_name)}:{f.start_line}"
+    return "an unknown line"
 
 
 def has_primitive(jaxpr, name: str) -> bool:

@@ -210,6 +210,17 @@ _UNARY: dict[str, Callable] = {
     "real": lambda x: x,
     "reduce_precision": lambda x: x,
     "optimization_barrier": lambda x: x,
+    "atan": sp.atan,
+    "asin": sp.asin,
+    "acos": sp.acos,
+    "sin": sp.sin,
+    "cos": sp.cos,
+    "tan": sp.tan,
+    "asinh": sp.asinh,
+    "acosh": sp.acosh,
+    "atanh": sp.atanh,
+    "floor": lambda x: _numbers_only("floor", sp.floor, x),
+    "ceil": lambda x: _numbers_only("ceil", sp.ceiling, x),
 }
 _BINARY: dict[str, Callable] = {
     "add": lambda a, b: a + b,
@@ -228,6 +239,10 @@ _BINARY: dict[str, Callable] = {
     "and": lambda a, b: sp.And(a, b),
     "or": lambda a, b: sp.Or(a, b),
     "atan2": sp.atan2,
+    "rem": lambda a, b: _numbers_only("rem", _rem, a, b),
+    "nextafter": lambda a, b: _unsupported(
+        "JAX primitive 'nextafter' has no symbolic translation"
+    ),
 }
 #: custom_jvp functions replaced by their closed form (value and derivative exact).
 _CLOSED_FORMS: dict[str, Callable] = {
@@ -323,21 +338,56 @@ def _rule(eqn, ins):
     if name == "custom_jvp_call" and _custom_name(eqn.params) in _CLOSED_FORMS:
         return [_box(_ew(_CLOSED_FORMS[_custom_name(eqn.params)], *ins))]
     if name in _jaxpr.CALL_JAXPR:
-        return _inline(eqn, ins)
+        try:
+            return _inline(eqn, ins)
+        except UnsupportedOperation as err:
+            raise _located(err, eqn) from err
+    if name in _CONTROL:
+        try:
+            return _CONTROL[name](eqn, ins)
+        except UnsupportedOperation as err:
+            raise _located(err, eqn) from err
     try:
         out = _apply(name, ins, eqn.params)
-    except (UnsupportedOperation, IndexError):
+    except UnsupportedOperation as err:
+        raise _located(err, eqn) from err
+    except IndexError:
         raise
     except Exception as err:  # SymPy refused a value: name the primitive
-        raise UnsupportedOperation(
-            f"JAX primitive {name!r}: its symbolic translation failed on these "
-            f"values ({type(err).__name__})"
+        raise _located(
+            UnsupportedOperation(
+                f"JAX primitive {name!r}: its symbolic translation failed on these "
+                f"values ({type(err).__name__})"
+            ),
+            eqn,
         ) from err
     return [_box(v) for v in out] if eqn.primitive.multiple_results else _box(out)
 
 
+def _literal(x):
+    """A literal of the program; NaN (the value ``logsumexp(b=...)`` selects for a
+    negative sum, and ``logaddexp`` for NaN inputs) is kept as ``nan``, to be selected
+    away or to fail where it is used."""
+    if np.ndim(x) == 0 and isinstance(np.asarray(x).item(), float):
+        if math.isnan(np.asarray(x).item()):
+            return _box(sp.nan)
+    return _arr(x)
+
+
+def _located(err: UnsupportedOperation, eqn) -> UnsupportedOperation:
+    """``err`` with the user's ``file.py:LINE`` of the equation appended (once)."""
+    if getattr(err, "located", False):
+        return err
+    where = _jaxpr.where(eqn)
+    out = UnsupportedOperation(
+        str(err) if where == "an unknown line" else f"{err} (at {where})"
+    )
+    out.located = where != "an unknown line"
+    return out
+
+
 def _eval_jaxpr(jaxpr, consts, args, bind=None):
-    return _jaxpr.interpret(jaxpr, consts, args, _rule, literal=_arr, bind=bind)
+    return _jaxpr.interpret(jaxpr, consts, args, _rule, literal=_literal, bind=bind)
 
 
 def _inline(eqn, ins):
@@ -346,6 +396,155 @@ def _inline(eqn, ins):
         raise UnsupportedOperation(f"call without a jaxpr ({sorted(eqn.params)})")
     jaxpr, consts = found
     return _eval_jaxpr(jaxpr, [_arr(c) for c in consts], ins)
+
+
+def _numbers_only(name, fn, *xs):
+    """``fn`` of numbers (exact); of a value of the logits it is a jump, which the
+    symbolic stages (derivatives) must not see as smooth: refused, naming it."""
+    if any(isinstance(x, sp.Basic) and x.free_symbols for x in xs):
+        raise UnsupportedOperation(
+            f"JAX primitive {name!r} of a value of the logits (a jump or kink) has "
+            "no symbolic translation"
+        )
+    return fn(*xs)
+
+
+def _trunc(x):
+    return sp.sign(x) * sp.floor(sp.Abs(x))
+
+
+def _rem(a, b):
+    """C ``fmod``: a - b trunc(a / b) (the sign of ``a``), as ``lax.rem``."""
+    return a - b * _trunc(a / b)
+
+
+def _round(x, method):
+    """``lax.round``: method 0 rounds halves away from zero, 1 to even."""
+    f = sp.floor(x)
+    frac = x - f
+    if frac > sp.Rational(1, 2):
+        return f + 1
+    if frac < sp.Rational(1, 2):
+        return f
+    if int(method) == 0:
+        return f + 1 if x > 0 else f
+    return f if f % 2 == 0 else f + 1
+
+
+def _key(x):
+    return sp.N(x, 40)
+
+
+def _sort(eqn, ins):
+    if any(isinstance(v, sp.Basic) and v.free_symbols for a in ins for v in a.flat):
+        raise UnsupportedOperation(
+            "JAX primitive 'sort' of values of the logits has no symbolic translation"
+        )
+    keys = np.asarray(ins[0], dtype=object)
+    if keys.ndim != 1:
+        raise UnsupportedOperation("JAX primitive 'sort' other than of a 1-D array")
+    order = sorted(range(keys.shape[0]), key=lambda i: _key(keys[i]))
+    return [_box(np.asarray(a, dtype=object)[order]) for a in ins]
+
+
+def _argmax(eqn, ins, sign):
+    (x,) = ins
+    x = np.asarray(x, dtype=object)
+    if any(isinstance(v, sp.Basic) and v.free_symbols for v in x.flat):
+        raise UnsupportedOperation(
+            f"JAX primitive {eqn.primitive.name!r} of values of the logits has no "
+            "symbolic translation"
+        )
+    if x.ndim != 1:
+        raise UnsupportedOperation(
+            f"JAX primitive {eqn.primitive.name!r} of a 2-D array"
+        )
+    vals = [sign * _key(v) for v in x]
+    return _box(sp.Integer(vals.index(max(vals))))
+
+
+def _index_of(value, n):
+    if not isinstance(value, sp.Integer):
+        raise UnsupportedOperation(
+            "lax.cond/lax.switch on a value of the logits has no symbolic translation"
+        )
+    return min(max(int(value), 0), n - 1)
+
+
+def _lax_cond(eqn, ins):
+    branches = eqn.params["branches"]
+    i = _index_of(np.asarray(ins[0], dtype=object).item(), len(branches))
+    br = branches[i]
+    return _eval_jaxpr(br.jaxpr, [_arr(c) for c in br.consts], ins[1:])
+
+
+#: the most iterations a scan or while loop is unrolled for.
+MAX_LOOP = 10_000
+
+
+def _scan(eqn, ins):
+    p = eqn.params
+    nc, ncarry, length = p["num_consts"], p["num_carry"], p["length"]
+    if length > MAX_LOOP:
+        raise UnsupportedOperation(f"scan of {length} steps (at most {MAX_LOOP})")
+    body = p["jaxpr"]
+    consts, carry, xs = ins[:nc], list(ins[nc : nc + ncarry]), ins[nc + ncarry :]
+    ys = []
+    order = range(length - 1, -1, -1) if p.get("reverse") else range(length)
+    for i in order:
+        out = _eval_jaxpr(
+            body.jaxpr,
+            [_arr(c) for c in body.consts],
+            list(consts) + carry + [_box(np.asarray(x, dtype=object)[i]) for x in xs],
+        )
+        carry, y = list(out[:ncarry]), out[ncarry:]
+        ys.append(y)
+    if p.get("reverse"):
+        ys = ys[::-1]
+    stacked = [
+        _box(np.stack([np.asarray(y[j], dtype=object) for y in ys]))
+        for j in range(len(eqn.outvars) - ncarry)
+    ]
+    return carry + stacked
+
+
+def _while(eqn, ins):
+    p = eqn.params
+    cn, bn = p["cond_nconsts"], p["body_nconsts"]
+    cconsts, bconsts, carry = ins[:cn], ins[cn : cn + bn], list(ins[cn + bn :])
+    cj, bj = p["cond_jaxpr"], p["body_jaxpr"]
+    for _ in range(MAX_LOOP):
+        (go,) = _eval_jaxpr(cj.jaxpr, [_arr(c) for c in cj.consts], cconsts + carry)
+        go = np.asarray(go, dtype=object).item()
+        if go not in (sp.true, sp.false, True, False):
+            raise UnsupportedOperation(
+                "a while loop whose condition depends on the logits has no symbolic "
+                "translation"
+            )
+        if not bool(go):
+            return carry
+        carry = list(
+            _eval_jaxpr(bj.jaxpr, [_arr(c) for c in bj.consts], bconsts + carry)
+        )
+    raise UnsupportedOperation(f"a while loop of more than {MAX_LOOP} steps")
+
+
+_CONTROL = {
+    "cond": _lax_cond,
+    "scan": _scan,
+    "while": _while,
+    "sort": _sort,
+    "argmax": lambda eqn, ins: _argmax(eqn, ins, 1),
+    "argmin": lambda eqn, ins: _argmax(eqn, ins, -1),
+    "round": lambda eqn, ins: _box(
+        _ew(
+            lambda x: _numbers_only(
+                "round", lambda y: _round(y, eqn.params["rounding_method"]), x
+            ),
+            ins[0],
+        )
+    ),
+}
 
 
 def _custom_name(params) -> str:

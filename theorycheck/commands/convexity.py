@@ -147,7 +147,14 @@ def _print(result) -> None:
         print(f"  {label}: {result.condition}")
     for m in result.methods:
         print(f"  [{m['status']}] {m['method']}: {m['detail']}")
-    if result.counterexample:
+    if result.counterexample and result.counterexample.get("kind") == "chord":
+        ce = result.counterexample
+        print(
+            f"  counterexample (chord, V = {ce['vocab']}, k = {ce['sampled']}): "
+            f"a {np.round(ce['a'], 6).tolist()}, b {np.round(ce['b'], 6).tolist()}, "
+            f"f(m) - (f(a) + f(b))/2 = {ce['gap']:.6g}"
+        )
+    elif result.counterexample:
         ce = result.counterexample
         print(
             f"  counterexample: logits {np.round(ce['logits'], 6).tolist()}, "

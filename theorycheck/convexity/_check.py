@@ -27,7 +27,9 @@ from theorycheck._errors import BadInput
 from theorycheck._progress import stage
 from theorycheck.convexity import _stages as st
 from theorycheck.convexity._budget import Deadline
+from theorycheck.convexity._chord import chord_records
 from theorycheck.convexity._combine import combine
+from theorycheck.convexity._dcp import dcp_records
 from theorycheck.convexity._resolve import ResolvedLoss, build_inputs, resolve
 from theorycheck.convexity._sanity import sanity_check, shape_check
 from theorycheck.convexity._types import Family, MethodResult, Scope, Status, Verdict
@@ -319,6 +321,8 @@ def check_convexity(
             for r in (st.kink_stage(out.derived[3]), st.switch_stage(out.derived[3]))
             if r is not None
         ]
+    records += dcp_records(records, resolved, searched, inputs)
+    records += chord_records(records, resolved, params, searched, tokens, record, seed)
     checked_tokens = "" if gen.equivariant else "sampled tokens k in {0, 1, V - 1}"
     decision = combine(records, Scope.of(*searched), checked_tokens)
     return ConvexityResult(

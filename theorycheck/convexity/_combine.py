@@ -6,8 +6,10 @@ Rules (each has a unit test in ``tests/test_convexity_combine.py``):
    counterexample; it wins over every proof. A proof whose scope contains a refuted V
    is withdrawn and a ``consistency`` record names the contradiction; the condition is
    then never ``always``.
-2. ``convex`` needs a proof (structure or z3) and no refutation; a loss with kinks
-   outside ``stop_gradient`` (``kinks`` record) is never convex from piecewise PSD.
+2. ``convex`` needs a proof (structure, z3 or composition) and no refutation; a loss
+   with kinks outside ``stop_gradient`` (``kinks`` record) is never convex from
+   piecewise PSD: only a composition (DCP) proof, which covers kinks, stands beside
+   one. A chord (midpoint) violation re-checked exactly refutes like a counterexample.
 3. The structure stage's claim for every V stands only when the ``invariance`` record
    confirms that the jaxprs at several V are one program up to the vocabulary
    dimension; otherwise its scope is the V it actually derived.
@@ -37,8 +39,8 @@ from theorycheck.convexity._types import (
 
 __all__ = ["Decision", "combine"]
 
-_PROVERS = (Stage.STRUCTURE, Stage.FORMAL)
-_REFUTERS = (Stage.STRUCTURE, Stage.FORMAL, Stage.SEARCH)
+_PROVERS = (Stage.STRUCTURE, Stage.FORMAL, Stage.DCP)
+_REFUTERS = (Stage.STRUCTURE, Stage.FORMAL, Stage.SEARCH, Stage.CHORD)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,9 +228,10 @@ def combine(
         return Decision(
             Verdict.NOT_CONVEX, scope, condition, ce, tuple(methods), None, text
         )
-    if proofs and not kinks:
-        scope = _union(_effective(r, invariant) for r in proofs)
-        text = _text(proofs, invariant, every_token)
+    valid = [p for p in proofs if not kinks or p.stage is Stage.DCP]
+    if valid:
+        scope = _union(_effective(r, invariant) for r in valid)
+        text = _text(valid, invariant, every_token)
         return Decision(
             Verdict.CONVEX, scope, condition, None, tuple(methods), None, text
         )

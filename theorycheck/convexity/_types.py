@@ -66,6 +66,10 @@ class Stage(enum.StrEnum):
     #: relabelling the tokens: one verdict for every sampled token
     TOKENS = "tokens"
     KINKS = "kinks"
+    #: a composition (DCP) proof: kinks included (theorycheck/convexity/_dcp.py)
+    DCP = "dcp"
+    #: a midpoint (chord) refutation, re-checked exactly (_chord.py)
+    CHORD = "chord"
     NOTE = "note"
     CONSISTENCY = "consistency"
 
