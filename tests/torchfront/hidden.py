@@ -71,9 +71,7 @@ def cispo_nograd_verl(
     read with ``.item()``."""
     with torch.no_grad():
         log_ratio = (log_prob - old_log_prob).clamp(-20.0, 20.0)
-        is_weight = torch.clip(
-            log_ratio.exp(), 1 - 2.5 * config.clip_ratio_low, 5.0
-        )
+        is_weight = torch.clip(log_ratio.exp(), 1 - 2.5 * config.clip_ratio_low, 5.0)
     pg_losses = -advantages * is_weight * log_prob
     loss = agg_loss(pg_losses, response_mask, loss_agg_mode)
     return loss, {"actor/is_weight": masked_mean(is_weight, response_mask).item()}
