@@ -323,8 +323,8 @@ def _cross_entropy(x, target, weight=None, reduction=1, ignore_index=-100, ls=0.
         x.shape[1],
     )
     if fixed is not None:  # a constant target: static slices (see _read_at)
-        rows = [_read_at(logp[n], 0, fixed[n]) for n in range(x.shape[0])]
-        picked = -jnp.stack(rows)
+        rows = [_read_at(logp[n], 0, fixed[n]).reshape(1) for n in range(x.shape[0])]
+        picked = -(rows[0] if len(rows) == 1 else jnp.concatenate(rows))
     else:
         picked = -jnp.take_along_axis(logp, target[:, None], axis=1)[:, 0]
     picked = jnp.where(keep, picked, 0.0)
@@ -421,7 +421,10 @@ _OPS: dict[str, Callable] = {
     "t": lambda x, **_: jnp.transpose(x),
     "permute": lambda x, dims, **_: jnp.transpose(x, dims),
     "transpose": lambda x, a, b, **_: jnp.swapaxes(x, a, b),
-    "stack": lambda xs, dim=0, **_: jnp.stack(xs, axis=dim),
+    # concatenate of expanded arrays: jnp.stack is a primitive the bridge lacks
+    "stack": lambda xs, dim=0, **_: jnp.concatenate(
+        [jnp.expand_dims(x, dim) for x in xs], axis=dim
+    ),
     "cat": lambda xs, dim=0, **_: jnp.concatenate(xs, axis=dim),
     "full": _full,
     "scalar_tensor": lambda v, *, dtype=None, **_: jnp.asarray(
