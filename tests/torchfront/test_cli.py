@@ -36,15 +36,10 @@ def _verdict(argv):
             [f"{EXAMPLES}/verl_dual_clip.py:loss", "--signature", "verl"],
             ["dual_clip"],
         ),
-        # a weight computed under no_grad (CISPO), A = 1: the torch form is
-        # "unknown (V = 3)" where the registry's cispo is "convex (all V >= 2)";
-        # sound (no wrong verdict) but weaker: the structure stage does not
-        # recognise the translated frozen weight yet
-        pytest.param(
-            [f"{CORPUS}:cispo_verl", "--signature", "verl"],
-            ["cispo"],
-            marks=pytest.mark.xfail(strict=True, reason="frozen weight: unknown"),
-        ),
+        # a weight computed under no_grad (CISPO), A = 1: convex for every V and
+        # every sampled token, as the registry's cispo (the no_grad block is one
+        # frozen value, whose sampled-token family the structure stage fits)
+        ([f"{CORPUS}:cispo_verl", "--signature", "verl"], ["cispo"]),
     ],
 )
 def test_torch_verdict_equals_the_registry_rule(torch_argv, rule_argv):
@@ -64,11 +59,12 @@ def test_convex_and_not_convex_logits_forms():
     """-log pi_k is convex for every V (closed form: H = S >= 0); -A log pi_k with the
     function's own A = -1 is not (H = -S)."""
     ce = _verdict([f"{CORPUS}:cross_entropy"])
-    # the translated program is not yet recognised as one formula for every V and k
-    # (the scope rules of docs/convexity.md): the verdict covers what was decided
+    # the per-V programs are one formula for every V (docs/convexity.md's scope
+    # rules); sampled is a Python int in the trace, so no relabelling argument: the
+    # structure's proof covers k = 0, z3 every k at V = 3
     assert ce["verdict"] == "convex"
     assert ce["scope"] == (
-        "V in {3, 4}, sampled token k = 0; V = 3, every sampled token"
+        "all V >= 2, sampled token k = 0; V = 3, every sampled token"
     ), ce["scope"]
     neg = _verdict([f"{CORPUS}:reinforce_neg"])
     assert neg["verdict"] == "not_convex" and neg["params"]["adv"] == -1.0

@@ -9,7 +9,12 @@ the bridge reads), not a call into torch:
 
 * ``aten.detach``, ``.item()`` and every value computed while gradients are disabled
   become ``jax.lax.stop_gradient`` (torch autograd treats them as constants; so do
-  ``jax.hessian`` and the checker);
+  ``jax.hessian`` and the checker). A ``no_grad`` block is translated as it is
+  written and its results are frozen once, where code with gradients enabled reads
+  them: ``with torch.no_grad(): w = clamp(exp(lp - old), l, u)`` is
+  ``stop_gradient(clip(exp(lp - old), l, u))``, the registry's CISPO weight (one
+  frozen quantity, not one per operation, which the structure stage could not fold);
+  a ``detach``/``.item()`` of a value already frozen adds none;
 * only the operations the output depends on are translated (metrics are dropped);
 * an in-place operation anywhere, a random one that the output depends on, a float
   cast below float64, a tensor on a device other than the CPU, and an operation
@@ -42,6 +47,8 @@ _IDENTITY = frozenset(
     "alias clone contiguous lift_fresh_copy view_as resolve_conj resolve_neg "
     "positive".split()
 )
+#: operations whose result torch autograd treats as a constant.
+_FREEZERS = frozenset("detach detach_ item _local_scalar_dense".split())
 #: bookkeeping operations with no value of their own.
 _NOOPS = frozenset("_assert_tensor_metadata _assert_scalar sym_constrain_range".split())
 
@@ -161,7 +168,16 @@ def _where(cond, a, b, **_):
 
 
 def _select(x, dim, index, **_):
-    return jnp.take(jnp.asarray(x), index, axis=dim)
+    """``x.select(dim, index)``: with a Python index (the trace's), a static slice at
+    the index normalised here (``-1`` is ``n - 1``), so the jaxpr holds no index
+    arithmetic with the axis length (``jnp.take`` would add ``index + n`` for a
+    negative index, a literal that changes with V at every V); a traced index
+    (a 0-d tensor) is read with ``jnp.take``."""
+    x = jnp.asarray(x)
+    if isinstance(index, (int, np.integer)) and not isinstance(index, bool):
+        axis = dim % x.ndim
+        return jax.lax.index_in_dim(x, int(index) % x.shape[axis], axis, False)
+    return jnp.take(x, index, axis=dim)
 
 
 def _slice(x, dim=0, start=None, end=None, step=1, **_):
@@ -173,14 +189,62 @@ def _slice(x, dim=0, start=None, end=None, step=1, **_):
     return x[tuple(index)]
 
 
+def _static_index(index, size: int):
+    """A constant integer index array (not a tracer), normalised to ``[0, size)``
+    in NumPy; ``None`` for a traced or non-integer one, or one out of range."""
+    if isinstance(index, jax.core.Tracer) or index is None:
+        return None
+    idx = np.asarray(index)
+    if idx.dtype.kind not in "iu" or idx.size > 64:
+        return None
+    if idx.size and (idx.min() < -size or idx.max() >= size):
+        return None
+    return idx % size if idx.size else idx
+
+
+def _read_at(x, axis: int, idx: np.ndarray):
+    """``x`` read at the constant indices ``idx`` along ``axis`` (the index's shape
+    in place of that axis) by static slices: a constant read of the token axis is
+    the same slice at every V, where ``jnp.take`` would add ``index + V`` to
+    normalise it (a literal that changes with V)."""
+    if idx.ndim == 0:
+        return jax.lax.index_in_dim(x, int(idx), axis, False)
+    parts = [jax.lax.index_in_dim(x, int(i), axis, True) for i in idx.reshape(-1)]
+    out = parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis)
+    shape = x.shape[:axis] + idx.shape + x.shape[axis + 1 :]
+    return jnp.reshape(out, shape)
+
+
 def _index(x, indices, **_):
     x = jnp.asarray(x)
+    given = [d for d, i in enumerate(indices) if i is not None]
+    if len(given) == 1:
+        d = given[0]
+        idx = _static_index(indices[d], x.shape[d])
+        if idx is not None:
+            return _read_at(x, d, idx)
     key = tuple(slice(None) if i is None else jnp.asarray(i) for i in indices)
     return x[key]
 
 
 def _gather(x, dim, index, **_):
-    return jnp.take_along_axis(jnp.asarray(x), jnp.asarray(index), axis=dim)
+    """``torch.gather``: ``out[i][j] = x[i][index[i][j]]`` (``dim = 1``), the output of
+    the index's shape."""
+    x = jnp.asarray(x)
+    axis = dim % max(x.ndim, 1)
+    idx = _static_index(index, x.shape[axis]) if x.ndim else None
+    if idx is not None and idx.ndim == x.ndim:
+        columns = np.moveaxis(idx, axis, 0).reshape(idx.shape[axis], -1)
+        if all(np.all(c == c[0]) for c in columns if c.size):
+            # the same index in every row: static slices, then torch's other extents
+            picked = _read_at(x, axis, columns[:, 0] if columns.size else columns)
+            shape = [
+                n if d == axis else min(picked.shape[d], idx.shape[d])
+                for d, n in enumerate(idx.shape)
+            ]
+            picked = jax.lax.slice(picked, [0] * picked.ndim, shape)
+            return jnp.broadcast_to(picked, idx.shape)
+    return jnp.take_along_axis(x, jnp.asarray(index), axis=dim)
 
 
 def _reshape(x, shape, **_):
@@ -249,13 +313,20 @@ def _div(a, b, *, rounding_mode=None, **_):
 def _cross_entropy(x, target, weight=None, reduction=1, ignore_index=-100, ls=0.0):
     if weight is not None or ls:
         raise Untranslatable("cross_entropy with weight or label_smoothing")
-    x, target = jnp.asarray(x), jnp.asarray(target)
+    x = jnp.asarray(x)  # the target stays NumPy when it is a constant
     logp = jax.nn.log_softmax(x, axis=1 if x.ndim > 1 else 0)
     if x.ndim == 1:
-        picked = -logp[target]
-        return picked
-    picked = -jnp.take_along_axis(logp, target[:, None], axis=1)[:, 0]
+        return -_index(logp, [target])
     keep = target != ignore_index
+    fixed = _static_index(
+        None if isinstance(target, jax.core.Tracer) else np.where(keep, target, 0),
+        x.shape[1],
+    )
+    if fixed is not None:  # a constant target: static slices (see _read_at)
+        rows = [_read_at(logp[n], 0, fixed[n]).reshape(1) for n in range(x.shape[0])]
+        picked = -(rows[0] if len(rows) == 1 else jnp.concatenate(rows))
+    else:
+        picked = -jnp.take_along_axis(logp, target[:, None], axis=1)[:, 0]
     picked = jnp.where(keep, picked, 0.0)
     if reduction == 0:
         return picked
@@ -350,7 +421,10 @@ _OPS: dict[str, Callable] = {
     "t": lambda x, **_: jnp.transpose(x),
     "permute": lambda x, dims, **_: jnp.transpose(x, dims),
     "transpose": lambda x, a, b, **_: jnp.swapaxes(x, a, b),
-    "stack": lambda xs, dim=0, **_: jnp.stack(xs, axis=dim),
+    # concatenate of expanded arrays: jnp.stack is a primitive the bridge lacks
+    "stack": lambda xs, dim=0, **_: jnp.concatenate(
+        [jnp.expand_dims(x, dim) for x in xs], axis=dim
+    ),
     "cat": lambda xs, dim=0, **_: jnp.concatenate(xs, axis=dim),
     "full": _full,
     "scalar_tensor": lambda v, *, dtype=None, **_: jnp.asarray(
@@ -449,9 +523,24 @@ class Translation:
         return jnp.concatenate([jnp.ravel(p) for p in probe])
 
     def _run(self, inputs, probe):
+        """Evaluates the steps. A value computed while gradients are disabled is kept
+        as it is inside the ``no_grad`` block and frozen (``stop_gradient``) once,
+        where a step with gradients enabled (or the output) reads it: the same
+        function and gradient as freezing every step, with one frozen value per
+        quantity that leaves the block, as a JAX loss writes
+        ``stop_gradient(clip(ratio, l, u))``."""
         env: dict = {}
+        cold: set = set()  # the steps computed under no_grad (not naive)
+        made: set = set()  # detach/.item() steps with gradients on: frozen already
+        frozen: dict = {}  # their stop_gradient, made on first read with grad
         feed = iter(inputs)
         grad = True
+
+        def read(template):
+            if grad or self.naive:
+                return _resolve(template, env, cold, frozen)
+            return _resolve(template, env)
+
         for step in self.steps:
             kind = step[0]
             if kind == "grad":
@@ -459,27 +548,42 @@ class Translation:
             elif kind == "in":
                 env[step[1]] = next(feed)
             elif kind == "const":
-                env[step[1]] = jnp.asarray(step[2])
+                env[step[1]] = np.asarray(step[2])  # NumPy: a known constant
             elif kind == "out":
-                return _first(_resolve(step[1], env))
+                grad = True
+                return _first(read(step[1]))
             else:
                 _, i, name, args_t, kwargs_t = step
-                args = _resolve(args_t, env)
-                kwargs = {k: _resolve(v, env) for k, v in kwargs_t.items()}
-                value = self._apply(name, args, kwargs)
+                args = read(args_t)
+                kwargs = {k: read(v) for k, v in kwargs_t.items()}
+                source = args_t[0] if args_t else None
+                again = (
+                    name in _FREEZERS
+                    and isinstance(source, Ref)
+                    and (source.index in cold or source.index in made)
+                )
+                # detach/.item() of a value already frozen: no second stop_gradient
+                value = self._apply(name, args, kwargs, cold=not grad or again)
                 if probe is not None:
                     probe += _sides(name, args, value)
-                if not grad and not self.naive and _is_array(value):
-                    value = jax.lax.stop_gradient(value)
+                if not grad and not self.naive:
+                    cold.add(i)
+                elif name in _FREEZERS and not self.naive:
+                    made.add(i)
                 env[i] = value
         raise Untranslatable("a graph without an output")
 
-    def _apply(self, name, args, kwargs):
+    def _apply(self, name, args, kwargs, *, cold: bool = False):
+        """One operation; ``cold``: gradients are disabled here, so ``detach`` and
+        ``.item()`` need no freezing of their own (the block's result is frozen
+        where it is read with gradients)."""
+        # a constant (not a tracer: torch.tensor([k]) in the code) needs no freezing
+        keep = self.naive or cold or not isinstance(args[0], jax.core.Tracer)
         if name in ("detach", "detach_"):
-            return args[0] if self.naive else jax.lax.stop_gradient(args[0])
+            return args[0] if keep else jax.lax.stop_gradient(args[0])
         if name in ("item", "_local_scalar_dense"):
             x = jnp.reshape(jnp.asarray(args[0]), ())
-            return x if self.naive else jax.lax.stop_gradient(x)
+            return x if keep else jax.lax.stop_gradient(x)
         if name in _IDENTITY:
             return args[0]
         if name in _NOOPS:
@@ -563,11 +667,22 @@ def _template(a, index):
     return a
 
 
-def _resolve(a, env):
+def _resolve(a, env, cold=(), frozen=None):
+    """A template's value; a step in ``cold`` (computed under ``no_grad``) is read
+    as its ``stop_gradient``, made once and kept in ``frozen``."""
     if isinstance(a, Ref):
-        return env[a.index]
+        if a.index not in cold:
+            return env[a.index]
+        if a.index not in frozen:
+            frozen[a.index] = jax.tree_util.tree_map(
+                lambda x: (
+                    jax.lax.stop_gradient(x) if isinstance(x, jax.core.Tracer) else x
+                ),
+                env[a.index],
+            )
+        return frozen[a.index]
     if isinstance(a, (list, tuple)):
-        return type(a)(_resolve(x, env) for x in a)
+        return type(a)(_resolve(x, env, cold, frozen) for x in a)
     return a
 
 
