@@ -12,6 +12,8 @@ runs it). Blocks:
   as stated, assumptions measured, extensions and reviewer objections, undecided;
 * ``claims-measured`` (docs/proofs.md): the figures of every assumption, extension
   and reviewer claim, check by check;
+* ``claims-counterexamples`` (docs/proofs.md): every claim that fails as stated, with
+  each failing check's line and its re-checked counterexample, and its correction;
 * ``claims-summary`` (README.md, docs/findings.md): the tally and the headline list,
   which holds only the claims that fail as stated.
 """
@@ -139,6 +141,43 @@ def _provenance(p: dict) -> str:
     )
 
 
+#: how a check's line names a measurement read back from its committed file
+COMMITTED = "the committed measurement "
+
+
+def _committed(claims) -> tuple[list[str], list[str]]:
+    """The committed measurement files the run read back (``theorycheck.claims.
+    measured``), and the checks that measured now instead."""
+    files: dict[str, list[str]] = {}
+    fresh: list[str] = []
+    for c in claims:
+        for m in c["methods"]:
+            d = m["detail"]
+            if COMMITTED in d:
+                name = d.split(COMMITTED, 1)[1].split(" ", 1)[0]
+                files.setdefault(name, []).append(c["id"])
+            elif "measured now (" in d:
+                fresh.append(c["id"])
+    out = [
+        f"`{name}` (read by {', '.join(f'`{i}`' for i in dict.fromkeys(ids))})"
+        for name, ids in files.items()
+    ]
+    return out, sorted(set(fresh))
+
+
+def _measurements(claims) -> str:
+    files, fresh = _committed(claims)
+    if not files and not fresh:
+        return ""
+    line = (
+        "Real-checkpoint measurements read back from committed files (regenerate: "
+        "`theorycheck prove --remeasure`): " + ("; ".join(files) or "none")
+    )
+    if fresh:
+        line += "; measured during the run: " + ", ".join(f"`{i}`" for i in fresh)
+    return line + "."
+
+
 def table(data: dict) -> str:
     """The docs/proofs.md block: every claim, by section."""
     claims = data["claims"]
@@ -148,6 +187,8 @@ def table(data: dict) -> str:
         "",
         _tally(claims) + ".",
     ]
+    if _measurements(claims):
+        out += ["", _measurements(claims)]
     for title, members in _by_section(claims):
         out += ["", f"**{title}** ({len(members)})", ""]
         out += [
@@ -181,6 +222,10 @@ def summary(data: dict) -> str:
         corr = c.get("correction") or {}
         tail = "; holds with a correction" if corr.get("status") == "holds" else ""
         out.append(f"- `{c['id']}` ({_cell(c['location'])}){tail}")
+        for m in c["methods"]:
+            if m["status"] == "fail":
+                out.append(f"  - {m['method']}: {m['detail']}")
+                break
     others = [
         c
         for c in claims
@@ -192,6 +237,14 @@ def summary(data: dict) -> str:
             "",
             "Not the paper failing: "
             + "; ".join(f"`{c['id']}` {c['verdict']}" for c in others)
+            + ".",
+        ]
+    held = [c for c in claims if c["verdict"] == "holds as stated"]
+    if held:
+        out += [
+            "",
+            f"Holds as stated ({len(held)}): "
+            + ", ".join(f"`{c['id']}`" for c in held)
             + ".",
         ]
     return "\n".join(out)
@@ -211,6 +264,36 @@ def measured(data: dict) -> str:
     return "\n".join(out)
 
 
+#: the most characters of one counterexample shown in the docs (the full one is in
+#: the results file)
+CX_CHARS = 600
+
+
+def _cx(cx) -> str:
+    text = json.dumps(cx, ensure_ascii=False, sort_keys=True)
+    if len(text) > CX_CHARS:
+        text = text[:CX_CHARS] + f" ... ({len(text)} characters in {RESULTS})"
+    return text
+
+
+def counterexamples(data: dict) -> str:
+    """The docs/proofs.md block: each claim that fails as stated, its failing checks
+    with their re-checked counterexamples, and its correction's status."""
+    out = [f"Generated from `{RESULTS}` by `scripts/gen_claims_table.py`.", ""]
+    for c in data["claims"]:
+        if c["verdict"] != "fails as stated":
+            continue
+        out.append(f"- `{c['id']}` ({_cell(c['location'])}): {_cell(c['statement'])}")
+        for m in c["methods"]:
+            if m["status"] == "fail":
+                out.append(f"  - {m['method']}, {m['name']}: {m['detail']}")
+                out.append(f"    counterexample: `{_cell(_cx(m['counterexample']))}`")
+        corr = c.get("correction") or {}
+        if corr:
+            out.append(f"  - correction ({corr['status']}): {_cell(corr['statement'])}")
+    return "\n".join(out)
+
+
 def blocks(data: dict | None = None) -> dict[tuple[str, str], str]:
     data = data if data is not None else load()
     body = summary(data)
@@ -218,6 +301,7 @@ def blocks(data: dict | None = None) -> dict[tuple[str, str], str]:
     return {
         ("docs/proofs.md", "claims-table"): table(data),
         ("docs/proofs.md", "claims-measured"): measured(data),
+        ("docs/proofs.md", "claims-counterexamples"): counterexamples(data),
         ("README.md", "claims-summary"): body,
         ("docs/findings.md", "claims-summary"): findings,
     }

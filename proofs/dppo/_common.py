@@ -8,22 +8,6 @@ import sympy as sp
 SOURCE = "DPPO (Qi et al., arXiv 2602.04879)"
 
 
-def x64() -> None:
-    """Asserts that JAX runs in float64, as the numeric checks need.
-
-    No global switch: the harness runs every check inside
-    ``theorycheck.claims.float64()`` (scoped). Called outside it, this raises rather
-    than let a check compute silently in float32.
-    """
-    import jax
-
-    if not jax.config.jax_enable_x64:
-        raise RuntimeError(
-            "float64 is off: run the check through theorycheck.claims (run_check / "
-            "evaluate), or inside `with theorycheck.claims.float64():`"
-        )
-
-
 def softmax(z: np.ndarray) -> np.ndarray:
     e = np.exp(z - z.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)

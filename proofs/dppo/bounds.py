@@ -26,10 +26,11 @@ from theorycheck.claims import (
     failed,
     from_proof,
     passed,
+    require_float64,
     sympy_identity,
 )
 
-from ._common import SOURCE, kl_terms, random_pairs, simplex, sym_abs, x64
+from ._common import SOURCE, kl_terms, random_pairs, simplex, sym_abs
 
 
 def _positive_points(*symbols):
@@ -86,7 +87,7 @@ def _numeric_binary(quick: bool = False) -> CheckResult:
     from theorycheck.numeric import binary_kl, divergence
     from theorycheck.numeric import binary_tv as bin_tv
 
-    x64()
+    require_float64()
     n = 50 if quick else 400
     mu, z, k = random_pairs(n, 500, seed=29)
     worst = np.inf
@@ -168,7 +169,7 @@ def _symbolic_topk_kl() -> CheckResult:
 def _numeric_topk(quick: bool = False) -> CheckResult:
     from theorycheck.numeric import divergence
 
-    x64()
+    require_float64()
     n = 50 if quick else 400
     mu, z, k = random_pairs(n, 500, seed=31)
     lb = np.log(mu)

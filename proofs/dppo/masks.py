@@ -29,11 +29,12 @@ from theorycheck.claims import (
     failed,
     from_proof,
     passed,
+    require_float64,
     sympy_identity,
     undecided,
 )
 
-from ._common import SOURCE, sym_abs, x64
+from ._common import SOURCE, sym_abs
 
 
 def single_sample_tv(mu, pi):
@@ -326,7 +327,7 @@ def _registry_gate(quick: bool = False) -> CheckResult:
     from theorycheck.losses import LOSSES
     from theorycheck.numeric import binary_kl, binary_tv, dppo_mask
 
-    x64()
+    require_float64()
     grid = np.linspace(0.05, 1.0, 12 if quick else 40)
     p, q, adv = (a.ravel() for a in np.meshgrid(grid, grid, np.array([-1.0, 1.0])))
     cases, masked, bad = 0, 0, None

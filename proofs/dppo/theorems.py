@@ -35,10 +35,12 @@ from theorycheck.claims import (
     Correction,
     Kind,
     Method,
-    Outcome,
+    failed,
     from_proof,
+    passed,
     property_check,
     sympy_identity,
+    undecided,
 )
 
 from ._common import SOURCE, simplex, softmax, sym_abs
@@ -154,15 +156,14 @@ def _exact_counterexample(quick: bool = False) -> CheckResult:
         "trpo_rhs": str(lin - TRPO_C * xi * g / (1 - g) ** 2 * tv**2),
     }
     if gap < 0:
-        return CheckResult(
-            Outcome.FAIL,
+        return failed(
             f"exact policy evaluation (Fractions), 2 states, gamma = 1/2: eta(pi) - "
             f"eta(mu) = {diff} < L - 2 xi gamma/(1-gamma)^2 TV^2 = {cx['dppo_rhs']} "
             f"(TRPO's constant 4 gives {cx['trpo_rhs']} <= {diff})",
             counterexample=cx,
             data={"trpo_bound_holds": trpo >= 0},
         )
-    return CheckResult(Outcome.UNKNOWN, f"the family point satisfies the bound: {cx}")
+    return undecided(f"the family point satisfies the bound: {cx}")
 
 
 def _family_ratio():
@@ -182,8 +183,7 @@ def _symbolic_family(quick: bool = False) -> CheckResult:
     point = {g: sp.Rational(1, 2), a: sp.Rational(1, 10), e: sp.Rational(1, 100)}
     at = ratio.xreplace(point)
     if value_zero and at > DPPO_C:
-        return CheckResult(
-            Outcome.FAIL,
+        return failed(
             f"sympy, the two-state family with symbolic gamma, alpha, eps: worst ratio "
             f"{ratio} (A_mu = the rewards, xi = 1, TV = alpha); at gamma = 1/2, alpha "
             f"= 1/10, eps = 1/100 it is {at} > 2; as eps, alpha -> 0 it tends to "
@@ -196,7 +196,7 @@ def _symbolic_family(quick: bool = False) -> CheckResult:
             },
             data={"limit_eps_alpha_to_0": str(limit)},
         )
-    return CheckResult(Outcome.UNKNOWN, f"family ratio {ratio} (A = R: {value_zero})")
+    return undecided(f"family ratio {ratio} (A = R: {value_zero})")
 
 
 def random_mdp(rng, n_states, n_actions, step):
@@ -298,8 +298,7 @@ def _search_check(const: int):
             "constant": const,
         }
         if exact_ratio > const:
-            return CheckResult(
-                Outcome.FAIL,
+            return failed(
                 f"adversarial search: an MDP with worst ratio {float(exact_ratio):.4f} "
                 f"> {const} (re-checked in exact rationals)",
                 counterexample={
@@ -312,8 +311,7 @@ def _search_check(const: int):
                 },
                 data=data,
             )
-        return CheckResult(
-            Outcome.PASS,
+        return passed(
             f"{n} random and hill-climbed MDPs (2-3 states, 2-3 actions, gamma 1/2 and "
             f"9/10, exact policy evaluation of the best): worst ratio "
             f"(L - (eta(pi) - eta(mu)))(1-gamma)^2/(gamma xi TV^2) = "
@@ -331,17 +329,14 @@ def _symbolic_sharp(quick: bool = False) -> CheckResult:
     closed = 4 * (1 - g) / (1 - g + g * a)
     same = sp.simplify(ratio.subs(e, 0) - closed) == 0
     if value_zero and same and sp.simplify(limit - TRPO_C) == 0:
-        return CheckResult(
-            Outcome.PASS,
+        return passed(
             "sympy, the two-state family: worst ratio at eps = 0 is "
             "4(1-gamma)/(1-gamma+gamma alpha) <= 4, and it tends to 4 as eps, alpha -> "
             "0 (for every gamma): no constant below 4 can hold, so 4 is the "
             "smallest constant",
             data={"limit": str(limit)},
         )
-    return CheckResult(
-        Outcome.UNKNOWN, f"ratio {ratio}, limit {limit}, closed form matches: {same}"
-    )
+    return undecided(f"ratio {ratio}, limit {limit}, closed form matches: {same}")
 
 
 def _z3_trpo_steps(quick: bool = False) -> CheckResult:
@@ -377,8 +372,7 @@ def _z3_trpo_steps(quick: bool = False) -> CheckResult:
     for res, what in ((per_state, "per-state"), (series, "series")):
         if res.status != "proved":
             return from_proof(res, f"TRPO proof step ({what})")
-    return CheckResult(
-        Outcome.PASS,
+    return passed(
         "z3 proved TRPO's two proof steps: |E_pi A_mu(s, .)| = |sum_a (pi - mu) A_mu| "
         "<= 2 alpha xi whenever |A_mu| <= xi and TV <= alpha (3 actions, xi = 1 by "
         "scaling); and sum_t gamma^t "
@@ -509,8 +503,7 @@ def _brute_force_31(quick: bool = False) -> CheckResult:
             diff, lp, delta = decomposition(mu, pi, reward, seqs)
             cases += 1
             if diff != lp - delta:
-                return CheckResult(
-                    Outcome.FAIL,
+                return failed(
                     f"exact enumeration, V = {vocab}, T = {horizon}: J(pi) - J(mu) = "
                     f"{diff} but L' - Delta = {lp - delta}",
                     counterexample={
@@ -521,8 +514,7 @@ def _brute_force_31(quick: bool = False) -> CheckResult:
                         "L_prime_minus_delta": str(lp - delta),
                     },
                 )
-    return CheckResult(
-        Outcome.PASS,
+    return passed(
         f"exact rationals, every sequence enumerated: J(pi) - J(mu) = L' - Delta in "
         f"{cases} random (mu, pi, R) over (V, T, EOS) in "
         f"{[s for s in (SETTINGS[:3] if quick else SETTINGS)]}",
@@ -676,8 +668,7 @@ def _search_32(quick: bool = False) -> CheckResult:
         "trees_evaluated": evaluated,
     }
     if diff < rhs:
-        return CheckResult(
-            Outcome.FAIL,
+        return failed(
             f"a tree with J(pi) - J(mu) = {float(diff):.6g} < L' - 2 xi T(T-1) TV^2 = "
             f"{float(rhs):.6g} (exact rationals)",
             counterexample={
@@ -688,8 +679,7 @@ def _search_32(quick: bool = False) -> CheckResult:
             },
             data=data,
         )
-    return CheckResult(
-        Outcome.PASS,
+    return passed(
         f"{evaluated} random and hill-climbed trees ((V, T) in "
         f"{[s[:2] for s in (SETTINGS[1:3] if quick else SETTINGS[1:])]}, with and "
         f"without EOS): worst (L' - (J(pi) - J(mu)))/(2 xi T(T-1) TV^2) = "
@@ -813,18 +803,16 @@ def _interval_pinsker(quick: bool = False) -> CheckResult:
     q = sp.Symbol("q", real=True)
     res = prove_nonnegative(1 / (q * (1 - q)) - 4, q, UNIT)
     if res.status == "proved":
-        return CheckResult(
-            Outcome.PASS,
+        return passed(
             f"validated interval bisection: 1/(q(1-q)) - 4 >= 0 on (0, 1) "
             f"({res.certificate.summary()}), the sign of the binary gap's slope",
         )
     if res.status == "refuted":
-        return CheckResult(
-            Outcome.FAIL,
+        return failed(
             "interval: 1/(q(1-q)) < 4 somewhere",
             counterexample={"q": str(res.counterexample)},
         )
-    return CheckResult(Outcome.UNKNOWN, f"interval undecided: {res.detail}")
+    return undecided(f"interval undecided: {res.detail}")
 
 
 def _z3_reduction(quick: bool = False) -> CheckResult:
@@ -894,13 +882,11 @@ def _numeric_pinsker(quick: bool = False) -> CheckResult:
                 kl50 = mpmath.fsum(a * mpmath.log(a / b) for a, b in zip(m, q))
                 tv50 = mpmath.fsum(abs(a - b) for a, b in zip(m, q)) / 2
             if tv50**2 > kl50 / 2:
-                return CheckResult(
-                    Outcome.FAIL,
+                return failed(
                     "Pinsker violated (re-checked at 50 digits)",
                     counterexample={"index": i, "kl": float(kl50), "tv": float(tv50)},
                 )
-    return CheckResult(
-        Outcome.PASS,
+    return passed(
         f"float64, {n} pairs at V = {vocab} (mu softmax of N(0, 3^2) logits, pi a "
         f"perturbation of scale 1e-3..3): smallest 1/2 KL - TV^2 = {worst:.3g} >= 0; "
         "DPPO's KL threshold 0.05 bounds TV by sqrt(0.025) = 0.158",

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import sympy as sp
 
+from theorycheck.claims import require_float64
 from theorycheck.formal import prove
 from theorycheck.losses import LOSSES
 from theorycheck.symbolic import logit_hessian, to_probability
@@ -38,21 +39,18 @@ def registry_fn(name: str, sampled: int = 0, sign: float = 1.0, **inputs) -> Cal
     """A jit-compiled ``z -> sign * LOSSES[name].loss(z, sampled, **inputs)`` whose
     ``.hessian(z)`` / ``.gradient(z)`` are jit-compiled autodiff (compiled once per
     rule and input shapes)."""
+    require_float64()
     value, hess, grad = _jitted(name, float(sign))
-    with jax.enable_x64(True):
-        args = (jnp.asarray(sampled), _tree(inputs))
+    args = (jnp.asarray(sampled), _tree(inputs))
 
     def f(z):
-        with jax.enable_x64(True):
-            return value(jnp.asarray(z, jnp.float64), *args)
+        return value(jnp.asarray(z, jnp.float64), *args)
 
     def hessian(z):
-        with jax.enable_x64(True):
-            return np.asarray(hess(jnp.asarray(z, jnp.float64), *args), np.float64)
+        return np.asarray(hess(jnp.asarray(z, jnp.float64), *args), np.float64)
 
     def gradient(z):
-        with jax.enable_x64(True):
-            return np.asarray(grad(jnp.asarray(z, jnp.float64), *args), np.float64)
+        return np.asarray(grad(jnp.asarray(z, jnp.float64), *args), np.float64)
 
     f.hessian = hessian
     f.gradient = gradient
@@ -70,10 +68,10 @@ def _tree(inputs):
 
 def autodiff_hessian(fn: Callable, logits) -> np.ndarray:
     """float64 ``jax.hessian`` of a scalar function of the logits."""
+    require_float64()
     if hasattr(fn, "hessian"):
         return fn.hessian(logits)
-    with jax.enable_x64(True):
-        h = jax.hessian(fn)(jnp.asarray(logits, jnp.float64))
+    h = jax.hessian(fn)(jnp.asarray(logits, jnp.float64))
     return np.asarray(h, dtype=np.float64)
 
 
@@ -83,10 +81,10 @@ def second_difference(fn: Callable, logits, direction, step: float = 1e-4) -> fl
     ``stop_gradient`` values are recomputed at each point, so it is used only where
     the frozen quantities do not depend on z (PPO's behavior, LCO's old logits).
     """
+    require_float64()
     z = np.asarray(logits, np.float64)
     u = np.asarray(direction, np.float64)
-    with jax.enable_x64(True):
-        f = [float(fn(jnp.asarray(z + s * step * u, jnp.float64))) for s in (1, 0, -1)]
+    f = [float(fn(jnp.asarray(z + s * step * u, jnp.float64))) for s in (1, 0, -1)]
     return (f[0] - 2.0 * f[1] + f[2]) / step**2
 
 

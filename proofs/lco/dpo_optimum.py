@@ -153,18 +153,17 @@ def _lbfgs(fun, z0):
 def _minimise(name, z0, adv, old, beta):
     """Minimises a registry loss over the logits from z0."""
     vg = _value_and_grad(name)
-    with jax.enable_x64(True):
-        args = (
-            jnp.asarray(adv, jnp.float64),
-            jnp.asarray(old, jnp.float64),
-            jnp.asarray(beta, jnp.float64),
-        )
+    args = (
+        jnp.asarray(adv, jnp.float64),
+        jnp.asarray(old, jnp.float64),
+        jnp.asarray(beta, jnp.float64),
+    )
 
-        def fun(z):
-            v, g = vg(jnp.asarray(z, jnp.float64), *args)
-            return float(v), np.asarray(g, np.float64)
+    def fun(z):
+        v, g = vg(jnp.asarray(z, jnp.float64), *args)
+        return float(v), np.asarray(g, np.float64)
 
-        return _lbfgs(fun, np.asarray(z0, np.float64))
+    return _lbfgs(fun, np.asarray(z0, np.float64))
 
 
 @functools.cache
@@ -180,18 +179,17 @@ def _rl_value_and_grad():
 def _rl_optimum(pi_old, adv, beta):
     """Direct numerical maximisation of <pi, A> - beta KL(pi||pi_old) over logits."""
     vg = _rl_value_and_grad()
-    with jax.enable_x64(True):
-        args = (
-            jnp.asarray(adv, jnp.float64),
-            jnp.log(jnp.asarray(pi_old, jnp.float64)),
-            jnp.asarray(beta, jnp.float64),
-        )
+    args = (
+        jnp.asarray(adv, jnp.float64),
+        jnp.log(jnp.asarray(pi_old, jnp.float64)),
+        jnp.asarray(beta, jnp.float64),
+    )
 
-        def fun(y):
-            v, g = vg(jnp.asarray(y, jnp.float64), *args)
-            return float(v), np.asarray(g, np.float64)
+    def fun(y):
+        v, g = vg(jnp.asarray(y, jnp.float64), *args)
+        return float(v), np.asarray(g, np.float64)
 
-        y, _ = _lbfgs(fun, np.zeros(len(pi_old)))
+    y, _ = _lbfgs(fun, np.zeros(len(pi_old)))
     return pi_star(np.ones_like(y) / len(y), y, 1.0)
 
 
@@ -360,31 +358,30 @@ def _dpo_fit(logref, reward, seqs, prefs, beta, steps):
     sigma(R(y1) - R(y2)), pairs weighted by pi_ref x pi_ref), tabular logits."""
     index = {s: i for i, s in enumerate(prefs)}
     vocab = len(logref[prefs[0]])
-    with jax.enable_x64(True):
-        lref = jnp.asarray([logref[s] for s in prefs])
-        path = np.array([[index[y[:t]] for t in range(len(y))] for y in seqs])
-        toks = np.array(seqs)
-        r = jnp.asarray([reward[y] for y in seqs])
-        pref = jax.nn.sigmoid(r[:, None] - r[None, :])
+    lref = jnp.asarray([logref[s] for s in prefs])
+    path = np.array([[index[y[:t]] for t in range(len(y))] for y in seqs])
+    toks = np.array(seqs)
+    r = jnp.asarray([reward[y] for y in seqs])
+    pref = jax.nn.sigmoid(r[:, None] - r[None, :])
 
-        def seq_logp(theta):
-            lp = jax.nn.log_softmax(theta, axis=-1)
-            return lp[path, toks].sum(-1)
+    def seq_logp(theta):
+        lp = jax.nn.log_softmax(theta, axis=-1)
+        return lp[path, toks].sum(-1)
 
-        ref_lp = seq_logp(lref)
-        weight = jnp.exp(ref_lp[:, None] + ref_lp[None, :])
+    ref_lp = seq_logp(lref)
+    weight = jnp.exp(ref_lp[:, None] + ref_lp[None, :])
 
-        def loss(theta):
-            h = beta * (seq_logp(theta) - ref_lp)
-            d = h[:, None] - h[None, :]
-            return -jnp.sum(weight * pref * jax.nn.log_sigmoid(d))
+    def loss(theta):
+        h = beta * (seq_logp(theta) - ref_lp)
+        d = h[:, None] - h[None, :]
+        return -jnp.sum(weight * pref * jax.nn.log_sigmoid(d))
 
-        grad = jax.jit(jax.grad(loss))
-        theta = lref
-        lr = 4.0 / beta**2
-        for _ in range(steps):
-            theta = theta - lr * grad(theta)
-        lp = np.asarray(jax.nn.log_softmax(theta, axis=-1))
+    grad = jax.jit(jax.grad(loss))
+    theta = lref
+    lr = 4.0 / beta**2
+    for _ in range(steps):
+        theta = theta - lr * grad(theta)
+    lp = np.asarray(jax.nn.log_softmax(theta, axis=-1))
     return {s: lp[index[s]] for s in prefs}, vocab
 
 

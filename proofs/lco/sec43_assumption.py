@@ -83,21 +83,20 @@ def transfer_numeric(*, quick: bool = False) -> object:
     """float64 autodiff of the registry lco_mse JAX loss on the same toy model."""
     spec = LOSSES["lco_mse"]
     target = float(THETA_STAR * (2 - THETA_STAR))
-    with jax.enable_x64(True):
-        adv = jnp.asarray([2 * target, 0.0])
-        old = jnp.zeros(2)
+    adv = jnp.asarray([2 * target, 0.0])
+    old = jnp.zeros(2)
 
-        def zfn(theta):
-            return jnp.stack([theta * (2 - theta), jnp.zeros((), theta.dtype)])
+    def zfn(theta):
+        return jnp.stack([theta * (2 - theta), jnp.zeros((), theta.dtype)])
 
-        def loss(zz):
-            return spec.loss(zz, 0, adv=adv, old_logits=old, beta=2.0)
+    def loss(zz):
+        return spec.loss(zz, 0, adv=adv, old_logits=old, beta=2.0)
 
-        th, ts = jnp.asarray(float(THETA)), jnp.asarray(float(THETA_STAR))
-        g = jax.grad(loss)(zfn(th))
-        logit_inner = float(g @ (zfn(th) - zfn(ts)))
-        param_inner = float(jax.grad(lambda x: loss(zfn(x)))(th) * (th - ts))
-        l_star = float(loss(zfn(ts)))
+    th, ts = jnp.asarray(float(THETA)), jnp.asarray(float(THETA_STAR))
+    g = jax.grad(loss)(zfn(th))
+    logit_inner = float(g @ (zfn(th) - zfn(ts)))
+    param_inner = float(jax.grad(lambda x: loss(zfn(x)))(th) * (th - ts))
+    l_star = float(loss(zfn(ts)))
     if l_star < 1e-15 and logit_inner > 0 and param_inner < 0:
         return failed(
             f"float64 autodiff: logit inner {logit_inner:.6g} > 0, parameter inner "
@@ -138,25 +137,24 @@ def identity_numeric(*, quick: bool = False) -> object:
     for name in ("lco_mse", "lco_lch", "lco_kld"):
         spec = LOSSES[name]
         for _ in range(3 if quick else 10):
-            with jax.enable_x64(True):
-                adv = jnp.asarray(rng.normal(size=6))
-                old = jnp.asarray(rng.normal(size=6))
+            adv = jnp.asarray(rng.normal(size=6))
+            old = jnp.asarray(rng.normal(size=6))
 
-                def zfn(p):
-                    w1, w2 = p[: 8 * 16].reshape(16, 8), p[8 * 16 :].reshape(6, 16)
-                    return w2 @ jnp.tanh(w1 @ x)
+            def zfn(p):
+                w1, w2 = p[: 8 * 16].reshape(16, 8), p[8 * 16 :].reshape(6, 16)
+                return w2 @ jnp.tanh(w1 @ x)
 
-                def loss(zz, adv=adv, old=old, spec=spec):
-                    return spec.loss(zz, 0, adv=adv, old_logits=old, beta=2.0)
+            def loss(zz, adv=adv, old=old, spec=spec):
+                return spec.loss(zz, 0, adv=adv, old_logits=old, beta=2.0)
 
-                th = jnp.asarray(rng.normal(size=8 * 16 + 6 * 16) * 0.5)
-                ts = th + jnp.asarray(rng.normal(size=th.shape) * 0.5)
-                g = jax.grad(loss)(zfn(th))
-                _, jd = jax.jvp(zfn, (th,), (ts - th,))
-                rho = zfn(ts) - zfn(th) - jd
-                lhs = float(jax.grad(lambda p: loss(zfn(p)))(th) @ (th - ts))
-                logit = float(g @ (zfn(th) - zfn(ts)))
-                extra = float(g @ rho)
+            th = jnp.asarray(rng.normal(size=8 * 16 + 6 * 16) * 0.5)
+            ts = th + jnp.asarray(rng.normal(size=th.shape) * 0.5)
+            g = jax.grad(loss)(zfn(th))
+            _, jd = jax.jvp(zfn, (th,), (ts - th,))
+            rho = zfn(ts) - zfn(th) - jd
+            lhs = float(jax.grad(lambda p: loss(zfn(p)))(th) @ (th - ts))
+            logit = float(g @ (zfn(th) - zfn(ts)))
+            extra = float(g @ rho)
             worst = max(worst, abs(lhs - logit - extra) / (1 + abs(lhs)))
             ratios.append(abs(extra) / max(abs(logit), 1e-300))
     if worst > 1e-10:

@@ -59,19 +59,18 @@ def _instance(seed: int, vocab: int, dim: int, adv_scale: float):
 
 def _simulate(name, jac, z_old, adv, eta, steps):
     spec = LOSSES[name]
-    with jax.enable_x64(True):
-        jj, zo, a = (jnp.asarray(x, jnp.float64) for x in (jac, z_old, adv))
+    jj, zo, a = (jnp.asarray(x, jnp.float64) for x in (jac, z_old, adv))
 
-        def f(theta):
-            return spec.loss(zo + jj @ theta, 0, adv=a, old_logits=zo, beta=BETA)
+    def f(theta):
+        return spec.loss(zo + jj @ theta, 0, adv=a, old_logits=zo, beta=BETA)
 
-        step = jax.jit(jax.value_and_grad(f))
-        theta = jnp.zeros(jac.shape[1], jnp.float64)
-        losses = []
-        for _ in range(steps + 1):
-            val, g = step(theta)
-            losses.append(float(val))
-            theta = theta - eta * g
+    step = jax.jit(jax.value_and_grad(f))
+    theta = jnp.zeros(jac.shape[1], jnp.float64)
+    losses = []
+    for _ in range(steps + 1):
+        val, g = step(theta)
+        losses.append(float(val))
+        theta = theta - eta * g
     return np.asarray(losses)
 
 

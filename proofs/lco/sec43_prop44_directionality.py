@@ -66,15 +66,14 @@ def directionality_numeric(*, quick: bool = False) -> object:
         z0 = rng.normal(size=vocab)
         adv = rng.normal(size=vocab)
         f = linear_loss(name, adv, z0, jac)
-        with jax.enable_x64(True):
-            # theta_opt reaches the target z0 + A/beta exactly (J has full row rank).
-            opt = np.linalg.lstsq(jac, adv / 2.0, rcond=None)[0]
-            w = rng.normal(size=dim)
-            star = opt + 0.3 * w / np.linalg.norm(jac @ w)
-            theta = opt + 0.5 * (star - opt)
-            grad = np.asarray(jax.grad(f)(jnp.asarray(theta)))
-            inner = float(grad @ (theta - star))
-            l_star, l_opt = float(f(jnp.asarray(star))), float(f(jnp.asarray(opt)))
+        # theta_opt reaches the target z0 + A/beta exactly (J has full row rank).
+        opt = np.linalg.lstsq(jac, adv / 2.0, rcond=None)[0]
+        w = rng.normal(size=dim)
+        star = opt + 0.3 * w / np.linalg.norm(jac @ w)
+        theta = opt + 0.5 * (star - opt)
+        grad = np.asarray(jax.grad(f)(jnp.asarray(theta)))
+        inner = float(grad @ (theta - star))
+        l_star, l_opt = float(f(jnp.asarray(star))), float(f(jnp.asarray(opt)))
         if inner < 0:
             found[name] = {
                 "theta": theta.tolist(),
@@ -115,9 +114,8 @@ def directionality_property(*, quick: bool = False, slack: float = 1.0) -> objec
         z0, adv = rng.normal(size=vocab), scale * rng.normal(size=vocab)
         f = linear_loss(name, adv, z0, jac)
         theta, star = rng.normal(scale=scale, size=(2, dim))
-        with jax.enable_x64(True):
-            g = np.asarray(jax.grad(f)(jnp.asarray(theta)))
-            gap = float(f(jnp.asarray(theta)) - f(jnp.asarray(star)))
+        g = np.asarray(jax.grad(f)(jnp.asarray(theta)))
+        gap = float(f(jnp.asarray(theta)) - f(jnp.asarray(star)))
         inner = float(g @ (theta - star))
         if inner < slack * gap - 1e-9 * (1 + abs(gap)):
             bad.append({"loss": name, "seed": seed, "inner": inner, "gap": gap})

@@ -77,14 +77,13 @@ def norm_simulation(*, quick: bool = False) -> object:
         z = jnp.stack([theta[0] * theta[1], jnp.zeros((), theta.dtype)])
         return f0(z, 0, adv=4.0, old_logits=jnp.zeros(2), beta=2.0)
 
-    with jax.enable_x64(True):
-        step = jax.jit(jax.value_and_grad(f))
-        theta = jnp.asarray([0.01, 0.02], jnp.float64)
-        hist = []
-        for _ in range(300):
-            val, g = step(theta)
-            hist.append((float(val), float(jnp.linalg.norm(g))))
-            theta = theta - 0.5 * g
+    step = jax.jit(jax.value_and_grad(f))
+    theta = jnp.asarray([0.01, 0.02], jnp.float64)
+    hist = []
+    for _ in range(300):
+        val, g = step(theta)
+        hist.append((float(val), float(jnp.linalg.norm(g))))
+        theta = theta - 0.5 * g
     losses = np.array([h[0] for h in hist])
     norms = np.array([h[1] for h in hist])
     k_max = int(np.argmax(norms))
@@ -130,8 +129,7 @@ def bound_property(*, quick: bool = False, g=_g) -> object:
         z0, adv = rng.normal(size=vocab), scale * rng.normal(size=vocab)
         f = linear_loss(name, adv, z0, jac)
         theta = rng.normal(scale=scale, size=dim)
-        with jax.enable_x64(True):
-            val, grad = jax.value_and_grad(f)(jnp.asarray(theta))
+        val, grad = jax.value_and_grad(f)(jnp.asarray(theta))
         lhs = float(np.linalg.norm(np.asarray(grad)))
         rhs = float(np.linalg.norm(jac, 2)) * g(name, float(val), vocab)
         if lhs > rhs * (1 + 1e-9) + 1e-12:

@@ -87,17 +87,13 @@ def _shift_objective(name, adv, z_old, beta):
     """c -> the registry loss at z = z_old with the target's old logits shifted by c."""
     spec = LOSSES[name]
     a = np.asarray(adv, np.float64)
-    with jax.enable_x64(True):
-        fn = jax.jit(
-            lambda z, old: spec.loss(
-                z, 0, adv=jnp.asarray(a), old_logits=old, beta=beta
-            )
-        )
-        z = jnp.asarray(z_old, jnp.float64)
+    fn = jax.jit(
+        lambda z, old: spec.loss(z, 0, adv=jnp.asarray(a), old_logits=old, beta=beta)
+    )
+    z = jnp.asarray(z_old, jnp.float64)
 
     def at(c):
-        with jax.enable_x64(True):
-            return float(fn(z, z + c))
+        return float(fn(z, z + c))
 
     return at
 
@@ -108,8 +104,7 @@ def shift_numeric(*, quick: bool = False) -> object:
     found = {}
     for vocab in (4, 16) if quick else (4, 16, 256):
         z_old = rng.normal(size=vocab)
-        with jax.enable_x64(True):
-            code = np.asarray(estimate_vocab_adv(jnp.asarray(z_old), 1.0, 0))
+        code = np.asarray(estimate_vocab_adv(jnp.asarray(z_old), 1.0, 0))
         cases = {"sparse": np.eye(vocab)[0], "code_fill": code}
         for est, adv in cases.items():
             for name in ("lco_mse", "lco_lch"):
@@ -187,9 +182,8 @@ def correction_numeric(*, quick: bool = False) -> object:
             worst,
             abs(_min_shift(_shift_objective("lco_mse", dense, z_old, BETA), z_old)),
         )
-        with jax.enable_x64(True):
-            pi = np.asarray(jax.nn.softmax(jnp.asarray(z_old)))
-            fill = np.asarray(estimate_vocab_adv(jnp.asarray(z_old), 1.0, 0))
+        pi = np.asarray(jax.nn.softmax(jnp.asarray(z_old)))
+        fill = np.asarray(estimate_vocab_adv(jnp.asarray(z_old), 1.0, 0))
         worst = max(worst, abs(fill.mean() - (1 - vocab * pi[0]) / vocab))
         worst = max(worst, abs(float(np.dot(pi, fill))))
         kld = _shift_objective("lco_kld", np.eye(vocab)[0], z_old, BETA)

@@ -44,22 +44,19 @@ def _gd(name, steps, eta=0.1, seed=0):
     rng = np.random.default_rng(seed)
     jac = rng.normal(size=(5, 7)) / np.sqrt(7)
     spec = LOSSES[name]
-    with jax.enable_x64(True):
-        zo, jj, a = (
-            jnp.asarray(x, jnp.float64) for x in (rng.normal(size=5), jac, ADV)
-        )
+    zo, jj, a = (jnp.asarray(x, jnp.float64) for x in (rng.normal(size=5), jac, ADV))
 
-        def f(theta):
-            return spec.loss(zo + jj @ theta, 0, adv=a, old_logits=zo, beta=BETA)
+    def f(theta):
+        return spec.loss(zo + jj @ theta, 0, adv=a, old_logits=zo, beta=BETA)
 
-        step = jax.jit(jax.value_and_grad(f))
-        theta = jnp.zeros(7, jnp.float64)
-        losses, drift = [], []
-        for _ in range(steps + 1):
-            val, g = step(theta)
-            losses.append(float(val))
-            drift.append(float(jnp.linalg.norm(jj @ theta)))
-            theta = theta - eta * g
+    step = jax.jit(jax.value_and_grad(f))
+    theta = jnp.zeros(7, jnp.float64)
+    losses, drift = [], []
+    for _ in range(steps + 1):
+        val, g = step(theta)
+        losses.append(float(val))
+        drift.append(float(jnp.linalg.norm(jj @ theta)))
+        theta = theta - eta * g
     return np.asarray(losses), np.asarray(drift), jac, eta
 
 

@@ -13,26 +13,11 @@ import sympy as sp
 from theorycheck.claims import (
     CheckResult,
     failed,
+    require_float64,
     undecided,
 )
 
 SOURCE = "seed 002 (Predictive Divergence Masks, arXiv 2607.10848)"
-
-
-def x64() -> None:
-    """Asserts that JAX runs in float64, as the numeric checks need.
-
-    No global switch: the harness runs every check inside
-    ``theorycheck.claims.float64()`` (scoped). Called outside it, this raises rather
-    than let a check compute silently in float32.
-    """
-    import jax
-
-    if not jax.config.jax_enable_x64:
-        raise RuntimeError(
-            "float64 is off: run the check through theorycheck.claims (run_check / "
-            "evaluate), or inside `with theorycheck.claims.float64():`"
-        )
 
 
 def random_points(n: int, vocab: int, *, seed: int, spread: float = 2.0):
@@ -163,7 +148,7 @@ def sgd_sign_flips(quick: bool = False) -> CheckResult:
     import jax.numpy as jnp
     import optax
 
-    x64()
+    require_float64()
     n = 10 if quick else 40
     mu, z, k = random_points(n, 8, seed=43)
     rates, first = {}, None
@@ -276,17 +261,29 @@ def premise_steps(quick: bool, lr: float = PAPER_LR, blocks: int = 2):
     } | {"blocks": frozen["blocks"]}
     z0 = np.asarray(logits_from_hidden(top, frozen, cfg, hidden)[0])
 
+    width = ids.shape[1]
+
     @jax.jit
     def step(t, fz, h, j, k, adv):
+        # Position j's logits alone: the prefix 0..j rolled to the end and the rest
+        # masked (left padding, the positions counted from the mask), so the head
+        # (49152 x 576, most of the cost) runs on one row; causal attention makes
+        # this position j's logits of the whole sequence.
+        hj = jnp.roll(h, width - 1 - j, axis=1)
+        mask = (jnp.arange(width) >= width - 1 - j).astype(jnp.int32)[None]
+
+        def logits(tt):
+            z = logits_from_hidden(tt, fz, cfg, hj, mask, rows=(width - 1, width))
+            return z[0, 0]
+
         def loss(tt):
-            z = logits_from_hidden(tt, fz, cfg, h)[0]
-            return -adv * jax.nn.log_softmax(z[j])[k]
+            return -adv * jax.nn.log_softmax(logits(tt))[k]
 
         g = jax.grad(loss)(t)
         moved = jax.tree_util.tree_map(
             lambda w, d: w - lr * d / (jnp.abs(d) + 1e-8), t, g
         )
-        return logits_from_hidden(moved, fz, cfg, h)[0, j]
+        return logits(moved)
 
     rows = []
     for j in range(ids.shape[1] - 1):

@@ -31,6 +31,7 @@ from theorycheck.claims import (
     failed,
     from_proof,
     passed,
+    require_float64,
     sympy_identity,
 )
 
@@ -40,7 +41,6 @@ from ._common import (
     rational_points,
     simplex,
     softmax,
-    x64,
 )
 
 
@@ -114,7 +114,7 @@ def _numeric_binary(quick: bool = False) -> CheckResult:
 
     from theorycheck.numeric import binary_kl, dppo_mask, predictive_mask
 
-    x64()
+    require_float64()
     n = 50 if quick else 500
     mu, z, k = random_points(n, 50, seed=11)
     got, want, same, masked = [], [], 0, 0
@@ -234,7 +234,7 @@ def _numeric_tv(quick: bool = False) -> CheckResult:
 
     from theorycheck.numeric import ddot
 
-    x64()
+    require_float64()
     n = 30 if quick else 300
     mu, z, k = random_points(n, 100, seed=13)
     got, lib, want = [], [], []

@@ -22,11 +22,12 @@ from theorycheck.claims import (
     Claim,
     Kind,
     Method,
-    Outcome,
+    passed,
+    require_float64,
     undecided,
 )
 
-from ._common import SOURCE, precision_pair, simplex, x64
+from ._common import SOURCE, precision_pair, simplex
 
 
 def ddot_kl(mu, pi, k):
@@ -58,8 +59,7 @@ def _z3_witness() -> CheckResult:
     ok = _sign(local) != _sign(dd) and sum(pv) == 1 == sum(mv)
     witness = {"pi": [str(x) for x in pv], "mu": [str(x) for x in mv], "k": 0}
     witness.update({"local": str(local), "ddot": str(dd), "adv": 1})
-    return CheckResult(
-        Outcome.PASS if ok else Outcome.UNKNOWN,
+    return (passed if ok else undecided)(
         f"z3 witness (re-checked in exact rationals): sign(r - 1) = {_sign(local)}, "
         f"sign(Ḋ) = {_sign(dd)} at mu = {witness['mu']}, pi = {witness['pi']}, k = 0",
         data={"witness": witness},
@@ -69,7 +69,7 @@ def _z3_witness() -> CheckResult:
 def _measure(quick: bool = False) -> CheckResult:
     from theorycheck.numeric import ddot
 
-    x64()
+    require_float64()
     mu, z, pi = precision_pair(quick)
     glob = global_rows(mu, pi)
     local = pi - mu
@@ -108,8 +108,7 @@ def _measure(quick: bool = False) -> CheckResult:
         "examples": examples,
     }
     ok = rechecked > 0 and bool(np.all(rate >= 0))
-    return CheckResult(
-        Outcome.PASS if ok else Outcome.UNKNOWN,
+    return (passed if ok else undecided)(
         f"SmolLM2, bfloat16 rollout vs float32 trainer, {len(mu)} positions: a token "
         f"sampled from mu has sign(r - 1) != sign(Ḋ) with probability "
         f"{rate.mean():.3f} on average (max {rate.max():.3f}); {rechecked} positions "

@@ -32,6 +32,7 @@ from theorycheck.claims import (
     failed,
     from_proof,
     passed,
+    require_float64,
     sympy_identity,
     undecided,
 )
@@ -47,12 +48,11 @@ from ._common import (
     sgd_sign_flips,
     simplex,
     softmax,
-    x64,
 )
 
 
 def _kl_decrease_flips(quick: bool = False) -> CheckResult:
-    x64()
+    require_float64()
     mu, z, k = random_points(50, 8, seed=17)
     for mi, zi, ki in zip(mu, z, k):
         dd = ddot_of(mi, zi, ki, "kl")
@@ -87,7 +87,7 @@ TV_POINT = {
 
 
 def _tv_increase_flips() -> CheckResult:
-    x64()
+    require_float64()
     mu = softmax(np.array(TV_POINT["behavior_logits"]))
     z = np.array(TV_POINT["logits"])
     k, t = TV_POINT["k"], TV_POINT["t"]
@@ -166,7 +166,7 @@ def _z3_popoviciu() -> CheckResult:
 def _numeric_radius(quick: bool = False) -> CheckResult:
     from theorycheck.numeric import first_order_radius
 
-    x64()
+    require_float64()
     n = 15 if quick else 120
     mu, z, k = random_points(n, 6, seed=19)
     rng = np.random.default_rng(23)

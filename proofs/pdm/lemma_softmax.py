@@ -22,10 +22,11 @@ from theorycheck.claims import (
     Method,
     compare,
     from_proof,
+    require_float64,
     sympy_identity,
 )
 
-from ._common import SOURCE, random_points, simplex, softmax, x64
+from ._common import SOURCE, random_points, simplex, softmax
 
 
 def rate(pi, v):
@@ -83,7 +84,7 @@ def _numeric(quick: bool = False) -> object:
     import jax
     import jax.numpy as jnp
 
-    x64()
+    require_float64()
     n = 20 if quick else 200
     _, z, k = random_points(n, 64, seed=1)
     rng = np.random.default_rng(2)

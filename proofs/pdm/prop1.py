@@ -23,14 +23,17 @@ from theorycheck.claims import (
     Claim,
     Kind,
     Method,
-    Outcome,
     compare,
     from_proof,
+    passed,
     property_check,
+    require_float64,
     sympy_identity,
+    undecided,
+    with_data,
 )
 
-from ._common import SOURCE, random_points, rational_points, softmax, x64
+from ._common import SOURCE, random_points, rational_points, softmax
 
 
 def local_term(mu, pi, k):
@@ -88,7 +91,7 @@ def _autodiff(quick: bool = False) -> CheckResult:
     import jax
     import jax.numpy as jnp
 
-    x64()
+    require_float64()
     n = 20 if quick else 300
     mu, z, k = random_points(n, 100, seed=3)
     got, want = [], []
@@ -199,13 +202,13 @@ def _z3_sign() -> CheckResult:
         "under a log-ratio clamp) while local = pi_k > 0",
         "z3_local_positive_without_mu_assumption": edge.status,
     }
-    return CheckResult(result.outcome, result.detail, result.counterexample, data)
+    return with_data(result, data)
 
 
 def _property_sign(quick: bool = False) -> CheckResult:
     from theorycheck.numeric import ddot
 
-    x64()
+    require_float64()
 
     def prop(raw_mu, z, k, kind):
         mu = np.asarray(raw_mu) / np.sum(raw_mu)
@@ -232,7 +235,7 @@ def _edge_numeric() -> CheckResult:
     from theorycheck import BadInput
     from theorycheck.numeric import ddot
 
-    x64()
+    require_float64()
     z = np.array([0.0, 0.3, -1.0])
     pi = softmax(z)
     with np.errstate(divide="ignore"):
@@ -246,8 +249,7 @@ def _edge_numeric() -> CheckResult:
     local = float(ddot(np.log(tiny), z, 2).local)
     r = float(np.exp(np.log(pi[2]) - np.log(tiny[2])))
     ok = refused.startswith("BadInput") and np.sign(local) == np.sign(r - 1) == 1
-    return CheckResult(
-        Outcome.PASS if ok else Outcome.UNKNOWN,
+    return (passed if ok else undecided)(
         f"mu_k = 0 is refused by the numeric core ({refused}); at mu_k = 1e-300: "
         f"local = {local:.6g}, r = {r:.3g}, same sign",
         data={"mu_k_zero": refused, "local_at_tiny_mu": local, "ratio_at_tiny_mu": r},

@@ -25,22 +25,29 @@ change as many decisions as the criterion it replaces.
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
+
 import mpmath
 import numpy as np
 import sympy as sp
 
 from theorycheck.claims import (
     Check,
-    CheckResult,
     Claim,
     Kind,
     Method,
     Outcome,
     compare,
+    failed,
+    measured,
+    passed,
     sympy_identity,
+    undecided,
+    with_data,
 )
 
-from ._common import SOURCE, random_points, rational_points, softmax
+from ._common import SOURCE, random_points, rational_points, smollm2, softmax
 
 #: the share of tokens on which a sign must agree ("does not reverse", "tracks")
 TRACK_THRESHOLD = 0.95
@@ -67,12 +74,6 @@ PROBE_QUICK = {
     "minibatches": 1,
     "trainable_blocks": 2,
 }
-
-
-def _x64():
-    import jax
-
-    return jax.enable_x64(True)
 
 
 def kl64(mu, z):
@@ -157,8 +158,7 @@ def _simulate_reversals(quick: bool = False, corr: float | None = None):
     data = {"setting": setting, "by_feature_correlation": rates}
     by_corr = {c: round(r["reversed_share"], 3) for c, r in rates.items()}
     if 1 - stated["reversed_share"] < TRACK_THRESHOLD and first is not None:
-        return CheckResult(
-            Outcome.FAIL,
+        return failed(
             f"shared linear head, {setting}: at feature correlation 0.5 the batch step "
             f"reverses the sign of A*Ḋ on {stated['reversed_share']:.1%} of the tokens "
             f"(own update alone: {stated['own_update_reversed_share']:.1%}); by "
@@ -166,8 +166,7 @@ def _simulate_reversals(quick: bool = False, corr: float | None = None):
             counterexample=first,
             data=data,
         )
-    return CheckResult(
-        Outcome.PASS,
+    return passed(
         f"shared linear head, {setting}: the batch step keeps the sign of A*Ḋ on "
         f"{1 - stated['reversed_share']:.1%} of the tokens",
         data=data,
@@ -177,63 +176,107 @@ def _simulate_reversals(quick: bool = False, corr: float | None = None):
 # --- Remark 3: the probe on a real model --------------------------------------------
 
 
-_UNITS: dict = {}
-
-
-def probe_unit(settings, seed: int = 0):
-    """One probe run (GRPO, AdamW, fixed anchor mu = the bfloat16 engine): the
-    analysis, the raw probe, the prompt draw and the rollouts (cached per process:
-    the two measurement checks share one run)."""
-    key = (tuple(sorted(settings.items())), seed)
-    if key not in _UNITS:
-        _UNITS[key] = _probe_unit(settings, seed)
-    return _UNITS[key]
-
-
-_ROLLOUTS: dict = {}
+#: The committed SmolLM2 probe measurement (``theorycheck prove --remeasure``): the
+#: recorded rollouts and the probe's figures, with their provenance.
+PROBE_STORE = Path(__file__).resolve().parents[1] / "results" / "pdm_probe_smollm2.json"
 
 
 def unit_rollouts(settings, seed: int = 0):
-    """``(model, rollouts, draw)`` of a probe setting (dynamic sampling), cached per
-    process: the probe and the estimator measurement share them."""
-    key = (tuple(sorted(settings.items())), seed)
-    if key not in _ROLLOUTS:
-        from theorycheck.models import load_model
-        from theorycheck.rl import collect_mixed, tiny_model
+    """``(model, rollouts, draw)`` of a probe setting: dynamic sampling (the prompts
+    redrawn until a GRPO group has mixed rewards), the bfloat16 engine's full
+    log-probs as mu, the float32 trainer logits."""
+    from theorycheck.rl import collect_mixed, tiny_model
 
-        with _x64():
-            model = (
-                tiny_model(seed=0)
-                if settings["model"] == "tiny"
-                else load_model(settings["model"])
-            )
-            rollouts, draw = collect_mixed(
-                model,
-                settings["task"],
-                settings["prompts"],
-                seed=seed,
-                samples=settings["samples"],
-                new_tokens=settings["new_tokens"],
-                topk=settings["topk"],
-            )
-        _ROLLOUTS[key] = (model, rollouts, draw)
-    return _ROLLOUTS[key]
+    model = tiny_model(seed=0) if settings["model"] == "tiny" else smollm2()
+    rollouts, draw = collect_mixed(
+        model,
+        settings["task"],
+        settings["prompts"],
+        seed=seed,
+        samples=settings["samples"],
+        new_tokens=settings["new_tokens"],
+        topk=settings["topk"],
+    )
+    return model, rollouts, draw
 
 
-def _probe_unit(settings, seed):
+def _measure_probe(settings, seed: int = 0):
+    """One probe run (GRPO, AdamW, fixed anchor mu = the bfloat16 engine) on fresh
+    rollouts: the figures Remark 3's check reads, the first doubly reversed token,
+    and the rollouts as recorded (``theorycheck.rl.record``) for the replay."""
     from theorycheck.probes import analyze_probe, run_probe
-    from theorycheck.rl import TrainConfig, Trainer
+    from theorycheck.rl import TrainConfig, Trainer, record
 
     model, rollouts, draw = unit_rollouts(settings, seed)
-    with _x64():
-        tc = TrainConfig(
-            lr=settings["lr"],
-            minibatches=settings["minibatches"],
-            trainable_blocks=settings["trainable_blocks"],
+    tc = TrainConfig(
+        lr=settings["lr"],
+        minibatches=settings["minibatches"],
+        trainable_blocks=settings["trainable_blocks"],
+    )
+    trainer = Trainer(model, rollouts, tc, seed=seed)
+    probe = run_probe(trainer, topk=settings["topk"], masks=False)
+    out = analyze_probe(probe)
+    return {
+        "prompt_draw": draw,
+        "coupling_tabular_vs_ntk1_sign_agreement": out["decomposition"][
+            "coupling_tabular_vs_ntk1_sign_agreement"
+        ],
+        "ntk1_vs_realized_sign_agreement": out["decomposition"][
+            "linearization_ntk1_vs_step_sign_agreement"
+        ],
+        "updated_tokens": out["scale"]["updated_tokens"],
+        "reversed_token": _reversed_token(probe),
+        "record": {k: v.tolist() for k, v in record(rollouts).items()},
+    }
+
+
+_PROBES: dict = {}
+
+
+def probe_measurement(quick: bool):
+    """The probe's :class:`theorycheck.claims.Measured`: in a full run the committed
+    SmolLM2 measurement (:data:`PROBE_STORE`) when its settings and code match, else
+    measured now; in a quick run the tiny model, measured now. Once per process (the
+    two measurement checks share it)."""
+    if quick not in _PROBES:
+        settings = PROBE_QUICK if quick else PROBE_FULL
+        _PROBES[quick] = measured(
+            PROBE_STORE,
+            settings,
+            functools.partial(_measure_probe, settings),
+            quick=quick,
         )
-        trainer = Trainer(model, rollouts, tc, seed=seed)
-        probe = run_probe(trainer, topk=settings["topk"], masks=False)
-        return analyze_probe(probe), probe, draw, rollouts
+    return _PROBES[quick]
+
+
+_REPLAYS: dict = {}
+
+
+def replayed_rollouts(quick: bool):
+    """The measured rollouts rebuilt from their record (``theorycheck.rl.from_record``):
+    the sampled tokens as measured, mu re-scored now by one teacher-forced bfloat16
+    forward, z by one float32 forward (the cheap route every run recomputes); with
+    ``anchor_gap``, how far the re-scored mu is from the engine's recorded log-probs.
+    Once per process."""
+    if quick not in _REPLAYS:
+        import jax.numpy as jnp
+
+        from theorycheck.models import forward
+        from theorycheck.rl import anchor_gap, from_record, tiny_model
+
+        model = tiny_model(seed=0) if quick else smollm2()
+        rec = {
+            k: np.asarray(v) for k, v in probe_measurement(quick).data["record"].items()
+        }
+        ro = from_record(model, rec, engine_dtype="bfloat16", temperature=1.0)
+        cfg, params, _ = model
+        ids = np.concatenate([ro.prompt_ids, ro.tokens], axis=1)
+        mask = np.concatenate([ro.prompt_mask, np.ones_like(ro.tokens)], axis=1)
+        logits = forward(params, cfg, ids, attention_mask=jnp.asarray(mask, jnp.int32))
+        start = ro.prompt_ids.shape[1] - 1
+        z = np.asarray(logits[:, start : start + ro.tokens.shape[1]], np.float32)
+        _REPLAYS[quick] = (ro._replace(logits=z), anchor_gap(ro))
+    return _REPLAYS[quick]
 
 
 def _reversed_token(probe):
@@ -264,31 +307,46 @@ def _reversed_token(probe):
     return None
 
 
+#: the most |log mu| may move between the engine's recorded sampled-token log-probs
+#: and their teacher-forced re-scoring before the record counts as another model's
+#: (bfloat16 rounding of a KV-cached vs a full forward is ~1e-2)
+REPLAY_TOLERANCE = 0.25
+
+
 def _probe_remark3(quick: bool = False):
     settings = PROBE_QUICK if quick else PROBE_FULL
-    out, probe, draw, _ = probe_unit(settings)
-    agree = out["decomposition"]["coupling_tabular_vs_ntk1_sign_agreement"]
-    tokens = out["scale"]["updated_tokens"]
+    m = probe_measurement(quick)
+    _, gap = replayed_rollouts(quick)
+    agree = m.data["coupling_tabular_vs_ntk1_sign_agreement"]
+    tokens = m.data["updated_tokens"]
     data = {
-        "settings": {**settings, "optimizer": "adamw", "prompt_draw": draw},
+        "settings": {**settings, "optimizer": "adamw"},
+        "prompt_draw": m.data["prompt_draw"],
         "coupling_tabular_vs_ntk1_sign_agreement": agree,
-        "ntk1_vs_realized_sign_agreement": out["decomposition"][
-            "linearization_ntk1_vs_step_sign_agreement"
-        ],
+        "ntk1_vs_realized_sign_agreement": m.data["ntk1_vs_realized_sign_agreement"],
         "updated_tokens": tokens,
+        "measurement": m.source,
+        "replay_anchor_gap": gap,
     }
     where = (
         f"probe, {settings['model']} ({settings['task']}, {settings['prompts']} "
         f"prompts x {settings['samples']}, {settings['new_tokens']} tokens, AdamW lr "
         f"{settings['lr']:g}, M = {settings['minibatches']}, last "
-        f"{settings['trainable_blocks']} blocks, bfloat16 engine as mu)"
+        f"{settings['trainable_blocks']} blocks, bfloat16 engine as mu; {m.source}; "
+        f"its rollouts re-scored now: max |Δ log mu| of the sampled tokens "
+        f"{gap['max_abs_sampled_logp']:.2g})"
     )
+    if gap["max_abs_sampled_logp"] > REPLAY_TOLERANCE:
+        return undecided(
+            f"{where}: the recorded rollouts do not re-score within "
+            f"{REPLAY_TOLERANCE} on this checkpoint",
+            data=data,
+        )
     if agree is None or tokens == 0:
-        return CheckResult(Outcome.UNKNOWN, f"{where}: no updated token", data=data)
-    cx = _reversed_token(probe)
+        return undecided(f"{where}: no updated token", data=data)
+    cx = m.data["reversed_token"]
     if agree < TRACK_THRESHOLD and cx is not None:
-        return CheckResult(
-            Outcome.FAIL,
+        return failed(
             f"{where}: the coupled first-order change of the real batch update has "
             f"the sign of A*Ḋ on {agree:.1%} of {tokens} updated tokens (< "
             f"{TRACK_THRESHOLD:.0%}); the token shown is reversed both to first order "
@@ -296,8 +354,7 @@ def _probe_remark3(quick: bool = False):
             counterexample={**cx, "agreement": agree, "settings": settings},
             data=data,
         )
-    return CheckResult(
-        Outcome.PASS,
+    return passed(
         f"{where}: the batch update keeps the sign of A*Ḋ on {agree:.1%} of {tokens} "
         "updated tokens",
         data=data,
@@ -332,7 +389,11 @@ REMARK3_MULTI_TOKEN = Claim(
         Check(
             "shared linear head, 50-digit ΔKL", Method.SIMULATION, _simulate_reversals
         ),
-        Check("probe on a real model", Method.MEASUREMENT, _probe_remark3),
+        Check(
+            "SmolLM2 probe (the tiny model in a quick run)",
+            Method.MEASUREMENT,
+            _probe_remark3,
+        ),
     ),
 )
 
@@ -357,41 +418,48 @@ def llm_like(rng, n, vocab, drift, scale=3.0):
     return mu, z, k
 
 
-def estimator_table(mu, z, k, topk, kind="kl"):
+ESTIMATORS = ("topk_aggregated", "topk_uniform", "topk_proportional")
+
+
+def estimator_values(mu, z, k, topk, kind="kl"):
+    """The full Ḋ and each top-K estimator's (theorycheck.numeric.ddot), one call
+    per estimator over all rows (one compiled shape per row count)."""
+    from theorycheck.numeric import ddot
+
+    lb = np.log(mu)
+    vals = {"full": np.asarray(ddot(lb, z, k, kind=kind).ddot)}
+    for est in ESTIMATORS:
+        vals[est] = np.asarray(ddot(lb, z, k, kind=kind, estimator=est, topk=topk).ddot)
+    return vals
+
+
+def estimator_table(mu, z, k, topk, kind="kl", vals=None):
     """Sign agreement with the full Ḋ, median relative error, and the ratio
-    criterion's sign agreement, for each top-K estimator (theorycheck.numeric)."""
-    from theorycheck.numeric import ddot
-
-    with _x64():
-        lb = np.log(mu)
-        full = np.asarray(ddot(lb, z, k, kind=kind).ddot)
-        out = {}
-        for est in ("topk_aggregated", "topk_uniform", "topk_proportional"):
-            got = np.asarray(ddot(lb, z, k, kind=kind, estimator=est, topk=topk).ddot)
-            live = full != 0
-            out[est] = {
-                "sign_agreement": float(
-                    np.mean(np.sign(got[live]) == np.sign(full[live]))
-                ),
-                "median_rel_error": float(
-                    np.median(np.abs(got[live] - full[live]) / np.abs(full[live]))
-                ),
-            }
-        pi = softmax(z)
-        ratio = pi[np.arange(len(k)), k] / mu[np.arange(len(k)), k]
-        out["ratio_criterion"] = {
-            "sign_agreement": float(np.mean(np.sign(ratio - 1) == np.sign(full)))
+    criterion's sign agreement, for each top-K estimator (``vals``: the rows'
+    :func:`estimator_values`, computed here when None)."""
+    vals = estimator_values(mu, z, k, topk, kind) if vals is None else vals
+    full = vals["full"]
+    live = full != 0
+    out = {}
+    for est in ESTIMATORS:
+        got = vals[est]
+        out[est] = {
+            "sign_agreement": float(np.mean(np.sign(got[live]) == np.sign(full[live]))),
+            "median_rel_error": float(
+                np.median(np.abs(got[live] - full[live]) / np.abs(full[live]))
+            ),
         }
-        return out, full
+    pi = softmax(z)
+    ratio = pi[np.arange(len(k)), k] / mu[np.arange(len(k)), k]
+    out["ratio_criterion"] = {
+        "sign_agreement": float(np.mean(np.sign(ratio - 1) == np.sign(full)))
+    }
+    return out, full
 
 
-def _worst_token(mu, z, k, topk, kind, est):
-    from theorycheck.numeric import ddot
-
-    with _x64():
-        lb = np.log(mu)
-        full = np.asarray(ddot(lb, z, k, kind=kind).ddot)
-        got = np.asarray(ddot(lb, z, k, kind=kind, estimator=est, topk=topk).ddot)
+def _worst_token(mu, z, k, topk, kind, est, vals):
+    """The first row where estimator ``est`` has the other sign than the full Ḋ."""
+    full, got = vals["full"], vals[est]
     bad = np.flatnonzero(np.sign(got) != np.sign(full))
     if not bad.size:
         return None
@@ -430,24 +498,40 @@ def _verdict(tables, where, worst):
         for name, t in tables.items()
     }
     if low and worst is not None:
-        return CheckResult(
-            Outcome.FAIL,
+        return failed(
             f"{where}: sign agreement with the full Ḋ below {TRACK_THRESHOLD:.0%}: "
             f"{low}; all: {summary}",
             counterexample={**worst, "below_threshold": [list(x) for x in low]},
             data={"tables": tables},
         )
-    return CheckResult(
-        Outcome.PASS,
+    return passed(
         f"{where}: every Eq. 10/11 estimator has the full Ḋ's sign on >= "
         f"{TRACK_THRESHOLD:.0%} of the tokens: {summary}",
         data={"tables": tables},
     )
 
 
-def _regime_rows(mu, z, k, topk, high):
-    keep = (topk_mass(mu, topk) >= HIGH_MASS) == high
-    return mu[keep], z[keep], k[keep]
+def _in_regime(mu, topk, high):
+    """The rows in the regime: top-K mass >= HIGH_MASS (``high``) or below it."""
+    return (topk_mass(mu, topk) >= HIGH_MASS) == high
+
+
+def _regime_table(mu, z, k, topk, kind, high):
+    """``(rows, table, full, worst)`` of the rows in the regime; every estimator is
+    computed on all the rows first (one compiled shape for both regimes) and the
+    regime selected after."""
+    vals = estimator_values(mu, z, k, topk, kind)
+    keep = _in_regime(mu, topk, high)
+    mu, z, k = mu[keep], z[keep], k[keep]
+    vals = {name: v[keep] for name, v in vals.items()}
+    if not len(k):
+        return 0, None, None, None
+    table, full = estimator_table(mu, z, k, topk, kind, vals)
+    worst = None
+    for est in ("topk_aggregated", "topk_uniform"):
+        if worst is None and table[est]["sign_agreement"] < TRACK_THRESHOLD:
+            worst = _worst_token(mu, z, k, topk, kind, est, vals)
+    return (mu, z, k), table, full, worst
 
 
 def _random_tracking(quick: bool = False, kind: str = "kl", high: bool = True):
@@ -458,34 +542,35 @@ def _random_tracking(quick: bool = False, kind: str = "kl", high: bool = True):
     scale = 8.0 if high else 3.0
     tables, worst, rows = {}, None, 0
     for drift in (0.05, 0.3, 1.0):
-        mu, z, k = _regime_rows(*llm_like(rng, n, vocab, drift, scale), 20, high)
-        if not len(k):
+        kept, table, _, bad = _regime_table(
+            *llm_like(rng, n, vocab, drift, scale), 20, kind, high
+        )
+        if table is None:
             continue
+        mu, _, k = kept
         rows += len(k)
-        table, _ = estimator_table(mu, z, k, 20, kind)
         table["rows"] = {
             "count": int(len(k)),
             "median_topk_mass": float(np.median(topk_mass(mu, 20))),
         }
         tables[f"drift_{drift}"] = table
-        for est in ("topk_aggregated", "topk_uniform"):
-            if worst is None and table[est]["sign_agreement"] < TRACK_THRESHOLD:
-                worst = _worst_token(mu, z, k, 20, kind, est)
+        worst = worst or bad
     where = (
         f"random LLM-like distributions (V = {vocab}, logits N(0, {scale:g}^2), mu = "
         f"softmax(z + drift noise), drift 0.05/0.3/1, k ~ mu, K = 20, {kind.upper()}; "
         f"{rows} rows with top-20 mass {'>=' if high else '<'} {HIGH_MASS})"
     )
     if not rows:
-        return CheckResult(Outcome.UNKNOWN, f"{where}: no row in the regime")
+        return undecided(f"{where}: no row in the regime")
     return _verdict(tables, where, worst)
 
 
 def rollout_rows(quick: bool):
-    """(mu, z, k) of every response token of the probe's rollouts: the bfloat16
-    engine's mu, the float32 trainer logits z, the sampled k (SmolLM2 in a full run,
-    the tiny model in a quick one)."""
-    return _rows(unit_rollouts(PROBE_QUICK if quick else PROBE_FULL)[1])
+    """(mu, z, k) of every response token of the probe's rollouts, replayed from
+    their record (:func:`replayed_rollouts`): mu the teacher-forced bfloat16 engine,
+    z the float32 trainer logits, k the sampled token (SmolLM2 in a full run, the
+    tiny model in a quick one)."""
+    return _rows(replayed_rollouts(quick)[0])
 
 
 _TINY: dict = {}
@@ -527,33 +612,32 @@ def _rollout_tracking(quick: bool = False, kind: str = "kl", high: bool = True):
     extension's (mass < 0.99): the default tiny model (weight scale 0.3)."""
     topk = 20
     if high and not quick:
-        (mu, z, k), model = rollout_rows(False), "SmolLM2-135M (countdown)"
+        (mu, z, k) = rollout_rows(False)
+        model = (
+            f"SmolLM2-135M (countdown; the probe's rollouts from "
+            f"{probe_measurement(False).source}, re-scored now)"
+        )
     else:
         scale = 1.0 if high else 0.3
         (mu, z, k) = tiny_rollout_rows(scale)
         model = f"the tiny model (addition, weight scale {scale})"
     every = len(k)
-    mu, z, k = _regime_rows(mu, z, k, topk, high)
+    kept, table, full, worst = _regime_table(mu, z, k, topk, kind, high)
+    count = len(kept[2]) if table is not None else 0
     where = (
         f"{model} rollouts, bfloat16 engine mu vs float32 trainer pi, K = {topk}, "
-        f"{kind.upper()}: {len(k)} of {every} tokens with top-K mass "
+        f"{kind.upper()}: {count} of {every} tokens with top-K mass "
         f"{'>=' if high else '<'} {HIGH_MASS}"
     )
-    if not len(k):
-        return CheckResult(Outcome.UNKNOWN, f"{where}: no token in the regime")
-    table, full = estimator_table(mu, z, k, topk, kind)
-    worst = None
-    for est in ("topk_aggregated", "topk_uniform"):
-        if worst is None and table[est]["sign_agreement"] < TRACK_THRESHOLD:
-            worst = _worst_token(mu, z, k, topk, kind, est)
+    if table is None:
+        return undecided(f"{where}: no token in the regime")
+    mu = kept[0]
     res = _verdict({"rollouts": table}, where, worst)
     extra = {
         "median_abs_full_ddot": float(np.median(np.abs(full))),
         "median_topk_mass": float(np.median(topk_mass(mu, topk))),
     }
-    return CheckResult(
-        res.outcome, res.detail, res.counterexample, {**res.data, **extra}
-    )
+    return with_data(res, extra)
 
 
 def _low(fn):
@@ -592,7 +676,11 @@ TOPK_ESTIMATORS_TRACK_DDOT = Claim(
     ),
     checks=(
         Check("random LLM-like distributions", Method.NUMERIC, _random_tracking),
-        Check("rollouts of a real model", Method.MEASUREMENT, _rollout_tracking),
+        Check(
+            "SmolLM2 rollouts (the tiny model in a quick run)",
+            Method.MEASUREMENT,
+            _rollout_tracking,
+        ),
     ),
 )
 
@@ -618,7 +706,7 @@ TOPK_ESTIMATORS_TRACK_DDOT_LOW_MASS = Claim(
             _low(_random_tracking),
         ),
         Check(
-            "tiny-model rollouts, low mass",
+            "tiny model rollouts, low mass",
             Method.MEASUREMENT,
             _low(_rollout_tracking),
         ),
@@ -686,32 +774,31 @@ def _numeric_tv_topk(quick: bool = False):
     mu, z, k = random_points(n, 120, seed=37)
     lib, truth, uni, uni_truth = [], [], [], []
     rng = np.random.default_rng(41)
-    with _x64():
-        for topk in (5, 20):
-            got = ddot(
-                np.log(mu), z, k, kind="tv", estimator="topk_aggregated", topk=topk
-            ).ddot
-            lib += [float(x) for x in np.asarray(got)]
-            truth += [
-                _reduced_tv_fd(m, softmax(zz), kk, topk) for m, zz, kk in zip(mu, z, k)
-            ]
-        ms, ps, toks = [], [], []
-        vocab, kk = 300, 10
-        while len(ms) < n // 2:  # uniform tails: the uniform estimator is exact
-            hm, hp = rng.dirichlet(np.ones(kk)), rng.dirichlet(np.ones(kk))
-            mt, pt = rng.uniform(0.05, 0.6, size=2)
-            m = np.concatenate([hm * (1 - mt), np.full(vocab - kk, mt / (vocab - kk))])
-            p = np.concatenate([hp * (1 - pt), np.full(vocab - kk, pt / (vocab - kk))])
-            if m[:kk].min() > mt / (vocab - kk):
-                ms.append(m), ps.append(p), toks.append(int(rng.integers(0, kk)))
-        lm, lp, tk = np.log(np.array(ms)), np.log(np.array(ps)), np.array(toks)
-        uni = [
-            float(x)
-            for x in np.asarray(
-                ddot(lm, lp, tk, kind="tv", estimator="topk_uniform", topk=kk).ddot
-            )
+    for topk in (5, 20):
+        got = ddot(
+            np.log(mu), z, k, kind="tv", estimator="topk_aggregated", topk=topk
+        ).ddot
+        lib += [float(x) for x in np.asarray(got)]
+        truth += [
+            _reduced_tv_fd(m, softmax(zz), kk, topk) for m, zz, kk in zip(mu, z, k)
         ]
-        uni_truth = [float(x) for x in np.asarray(ddot(lm, lp, tk, kind="tv").ddot)]
+    ms, ps, toks = [], [], []
+    vocab, kk = 300, 10
+    while len(ms) < n // 2:  # uniform tails: the uniform estimator is exact
+        hm, hp = rng.dirichlet(np.ones(kk)), rng.dirichlet(np.ones(kk))
+        mt, pt = rng.uniform(0.05, 0.6, size=2)
+        m = np.concatenate([hm * (1 - mt), np.full(vocab - kk, mt / (vocab - kk))])
+        p = np.concatenate([hp * (1 - pt), np.full(vocab - kk, pt / (vocab - kk))])
+        if m[:kk].min() > mt / (vocab - kk):
+            ms.append(m), ps.append(p), toks.append(int(rng.integers(0, kk)))
+    lm, lp, tk = np.log(np.array(ms)), np.log(np.array(ps)), np.array(toks)
+    uni = [
+        float(x)
+        for x in np.asarray(
+            ddot(lm, lp, tk, kind="tv", estimator="topk_uniform", topk=kk).ddot
+        )
+    ]
+    uni_truth = [float(x) for x in np.asarray(ddot(lm, lp, tk, kind="tv").ddot)]
     res_fd = compare(
         "aggregated TV estimator vs central differences of the reduced "
         f"TV ({2 * n} cases, V = 120, K in 5/20)",
@@ -734,12 +821,7 @@ def _numeric_tv_topk(quick: bool = False):
     # of the full Ḋ_TV on random LLM-like distributions
     mu, z, k = llm_like(np.random.default_rng(43), 100 if quick else 500, 512, 0.3)
     table, _ = estimator_table(mu, z, k, 20, "tv")
-    return CheckResult(
-        res.outcome,
-        res.detail,
-        res.counterexample,
-        {**res.data, "tv_sign_agreement_llm_like_v512_drift0.3": table},
-    )
+    return with_data(res, {"tv_sign_agreement_llm_like_v512_drift0.3": table})
 
 
 APPENDIX_D_TOPK_TV = Claim(

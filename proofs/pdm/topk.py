@@ -24,10 +24,12 @@ from theorycheck.claims import (
     Kind,
     Method,
     compare,
+    require_float64,
     sympy_identity,
+    with_data,
 )
 
-from ._common import SOURCE, random_points, rational_points, softmax, x64
+from ._common import SOURCE, random_points, rational_points, softmax
 
 
 def aggregated(mu, pi, k, support):
@@ -88,7 +90,7 @@ def _numeric_aggregated(quick: bool = False) -> CheckResult:
 
     from theorycheck.numeric import ddot
 
-    x64()
+    require_float64()
     n = 20 if quick else 200
     mu, z, k = random_points(n, 200, seed=5)
     lib, formula, truth, full = [], [], [], []
@@ -121,7 +123,7 @@ def _numeric_aggregated(quick: bool = False) -> CheckResult:
     )
     agree = float(np.mean(np.sign(truth) == np.sign(full)))
     data = {**result.data, "sign_agreement_with_full_ddot": agree}
-    return CheckResult(result.outcome, result.detail, result.counterexample, data)
+    return with_data(result, data)
 
 
 TOPK_AGGREGATED_EXACT_ON_REDUCED = Claim(
@@ -183,7 +185,7 @@ def _symbolic_uniform() -> CheckResult:
 def _numeric_uniform(quick: bool = False) -> CheckResult:
     from theorycheck.numeric import ddot
 
-    x64()
+    require_float64()
     rng = np.random.default_rng(7)
     n, vocab, topk = (10 if quick else 100), 300, 10
     got, want, formula = [], [], []
@@ -231,7 +233,7 @@ def _numeric_uniform(quick: bool = False) -> CheckResult:
         **result.data,
         "median_abs_error_on_nonuniform_tails": float(np.median(off)),
     }
-    return CheckResult(result.outcome, result.detail, result.counterexample, data)
+    return with_data(result, data)
 
 
 TOPK_UNIFORM_EXACT_ON_UNIFORM_TAIL = Claim(

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import sympy as sp
 
+from theorycheck.claims import require_float64
 from theorycheck.losses import LOSSES
 from theorycheck.symbolic import unfreeze
 
@@ -42,12 +43,12 @@ def _coefficient_inputs(name: str, on_policy: bool) -> dict:
 
 def analytic_coefficient(name, p, q, adv, *, on_policy=False, **params):
     """The registry's closed-form coefficient (float64) and its gate flag."""
+    require_float64()
     spec = LOSSES[name]
     extra = {**_coefficient_inputs(name, on_policy), **params}
-    with jax.enable_x64(True):
-        c, gated = spec.coefficient(
-            jnp.asarray(p, jnp.float64), jnp.asarray(q, jnp.float64), adv, **extra
-        )
+    c, gated = spec.coefficient(
+        jnp.asarray(p, jnp.float64), jnp.asarray(q, jnp.float64), adv, **extra
+    )
     return float(c), bool(gated)
 
 
@@ -67,15 +68,15 @@ def _value_and_grad(name: str, sampled: int, params: tuple, jit: bool = True):
 def autodiff_coefficient(name, policy, behavior, adv, *, sampled=0, jit=True, **params):
     """c from float64 autodiff of the registry loss; also the objective value
     (``jit=False``: eager, cheaper for a handful of evaluations)."""
-    with jax.enable_x64(True):
-        z = jnp.log(jnp.asarray(policy, jnp.float64))
-        mu = jnp.log(jnp.asarray(behavior, jnp.float64))
-        fn = _value_and_grad(name, sampled, tuple(sorted(params.items())), jit)
-        val, grad = fn(z, mu, jnp.asarray(adv, jnp.float64))
-        pi = jax.nn.softmax(z)
-        c = -grad[sampled] / (1.0 - pi[sampled])
-        # every other component must be -c * pi_j (the token-rule form)
-        rest = np.delete(np.asarray(grad - c * pi), sampled)
+    require_float64()
+    z = jnp.log(jnp.asarray(policy, jnp.float64))
+    mu = jnp.log(jnp.asarray(behavior, jnp.float64))
+    fn = _value_and_grad(name, sampled, tuple(sorted(params.items())), jit)
+    val, grad = fn(z, mu, jnp.asarray(adv, jnp.float64))
+    pi = jax.nn.softmax(z)
+    c = -grad[sampled] / (1.0 - pi[sampled])
+    # every other component must be -c * pi_j (the token-rule form)
+    rest = np.delete(np.asarray(grad - c * pi), sampled)
     if np.max(np.abs(rest)) > 1e-9 * max(1.0, abs(float(c))):
         raise ValueError(f"{name}: gradient is not c (e_k - pi): residual {rest}")
     return float(c), -float(val)

@@ -93,15 +93,14 @@ def weight_property(
         name=st.sampled_from(rules),
     )
     def prop(z, mu, adv, k, name):
-        with jax.enable_x64(True):
-            zz = jnp.asarray(z, jnp.float64)
-            mlog = jnp.log(jnp.asarray(mu, jnp.float64))
-            g_w = jax.grad(
-                lambda x: LOSSES[name].loss(x, k, adv=adv, behavior_logp=mlog, **wide)
-            )(zz)
-            g_r = jax.grad(
-                lambda x: LOSSES["is_pg"].loss(x, k, adv=adv, behavior_logp=mlog)
-            )(zz)
+        zz = jnp.asarray(z, jnp.float64)
+        mlog = jnp.log(jnp.asarray(mu, jnp.float64))
+        g_w = jax.grad(
+            lambda x: LOSSES[name].loss(x, k, adv=adv, behavior_logp=mlog, **wide)
+        )(zz)
+        g_r = jax.grad(
+            lambda x: LOSSES["is_pg"].loss(x, k, adv=adv, behavior_logp=mlog)
+        )(zz)
         g_w, g_r = np.asarray(g_w), np.asarray(g_r)
         err = float(np.max(np.abs(g_w - g_r)))
         if err > 1e-12 * (1 + float(np.max(np.abs(g_r)))):

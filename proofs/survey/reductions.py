@@ -39,25 +39,23 @@ def reduction_numeric(
     vocab, hidden = 6, 4
     w0 = rng.normal(size=(vocab, hidden))
     mask = np.array([[1, 0, 0, 0], [1, 1, 1, 1]], np.float64)
-    with jax.enable_x64(True):
-        weights = np.asarray(reduction_weights(mask, Reduction(mode)))
+    weights = np.asarray(reduction_weights(mask, Reduction(mode)))
     totals = weights.sum(axis=1)
     feats = rng.normal(size=(2, 4, hidden))
     toks = rng.integers(0, vocab, size=(2, 4))
     mu_logp = np.log(np.full(vocab, 1.0 / vocab))
     grads = np.zeros((2, 4, vocab * hidden))
-    with jax.enable_x64(True):
-        for s in range(2):
-            for t in range(4):
+    for s in range(2):
+        for t in range(4):
 
-                def f(w, s=s, t=t):
-                    z = w @ jnp.asarray(feats[s, t])
-                    return LOSSES["is_pg"].loss(
-                        z, int(toks[s, t]), adv=1.0, behavior_logp=jnp.asarray(mu_logp)
-                    )
+            def f(w, s=s, t=t):
+                z = w @ jnp.asarray(feats[s, t])
+                return LOSSES["is_pg"].loss(
+                    z, int(toks[s, t]), adv=1.0, behavior_logp=jnp.asarray(mu_logp)
+                )
 
-                grads[s, t] = np.asarray(jax.grad(f)(jnp.asarray(w0))).ravel()
-        norms = np.asarray(sequence_gradient_norms(grads, weights))
+            grads[s, t] = np.asarray(jax.grad(f)(jnp.asarray(w0))).ravel()
+    norms = np.asarray(sequence_gradient_norms(grads, weights))
     if abs(totals[0] - totals[1]) > 1e-12:
         return undecided(f"{mode} does not give equal response weights: {totals}")
     if abs(norms[0] - norms[1]) <= 1e-9 * max(norms):

@@ -97,3 +97,6 @@ def test_prove_bad_input_exits_2(capsys, tmp_path):
     assert len(err) == 1 and "missing" in err[0]
     assert main(["prove", EXAMPLES, "--only", "no.such_id"]) == 2
     assert "no.such_id" in capsys.readouterr().err
+    assert main(["prove", EXAMPLES, "--quick", "--remeasure"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--remeasure" in err[0]

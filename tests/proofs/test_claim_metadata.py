@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from theorycheck.claims import Kind, discover
+from theorycheck.claims import Kind, Method, discover
 
 from ._helpers import PROOFS
 
@@ -59,3 +59,33 @@ def test_claim_objects_are_named_after_their_id(collected):
         names = [n for n, v in vars(module).items() if v is c]
         if Path(module.__file__).resolve() == item.path.resolve():
             assert names == [c.id.split(".")[-1].upper()], (c.id, names)
+
+
+def test_one_idiom_in_every_claim_file():
+    """Results come from the adapters and constructors, precision from the harness's
+    float64 scope: no hand-built CheckResult, no precision switch in proofs/."""
+    banned = ("CheckResult(", "enable_x64", "jax_enable_x64", "config.update(")
+    for path in sorted(PROOFS.rglob("*.py")):
+        text = path.read_text()
+        found = [b for b in banned if b in text]
+        assert not found, f"{path.relative_to(PROOFS)}: {found}"
+
+
+#: One naming rule for checks: the name starts with the route of its method kind.
+_ROUTE = {
+    Method.SYMBOLIC: ("sympy", "exact"),
+    Method.Z3: ("z3",),
+    Method.INTERVAL: ("interval",),
+    Method.PROPERTY: ("hypothesis",),
+    Method.MEASUREMENT: ("SmolLM2", "tiny model"),
+}
+
+
+def test_check_names_start_with_their_route(collected):
+    for item in collected:
+        claim = item.claim
+        checks = [*claim.checks, *(claim.correction.checks if claim.correction else ())]
+        for check in checks:
+            routes = _ROUTE.get(check.method)
+            if routes:
+                assert check.name.startswith(routes), (claim.id, check.name)

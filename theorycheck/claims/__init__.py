@@ -15,7 +15,9 @@ The status is for the statement *as written, under its assumptions*; read with t
 claim's :class:`Kind` it gives the verdict (:func:`verdict_of`): only the source's own
 statements can fail *as stated*, an assumption holds or fails at its stated setting,
 and an extension or a reviewer objection is never the paper failing. Every check runs
-in :func:`float64` (scoped).
+in :func:`float64` (scoped). An expensive real-checkpoint measurement is made once
+by ``theorycheck prove --remeasure`` and read back from its committed file
+(:func:`measured`), the check saying which it used.
 """
 
 from theorycheck.claims._discover import Collected, discover, select
@@ -35,9 +37,17 @@ from theorycheck.claims._helpers import (
     from_proof,
     passed,
     property_check,
+    require_float64,
     seeded_settings,
     sympy_identity,
     undecided,
+    with_data,
+)
+from theorycheck.claims._measured import (
+    REMEASURE_COMMAND,
+    Measured,
+    measured,
+    remeasuring,
 )
 from theorycheck.claims._report import (
     SECTIONS,
@@ -65,6 +75,7 @@ from theorycheck.claims._types import (
 
 __all__ = [
     "PROVENANCES",
+    "REMEASURE_COMMAND",
     "SECTIONS",
     "VERDICTS",
     "Check",
@@ -75,6 +86,7 @@ __all__ = [
     "Correction",
     "CorrectionResult",
     "Kind",
+    "Measured",
     "Method",
     "MethodResult",
     "Outcome",
@@ -88,8 +100,11 @@ __all__ = [
     "float64",
     "from_proof",
     "markdown",
+    "measured",
     "passed",
     "property_check",
+    "remeasuring",
+    "require_float64",
     "seeded_settings",
     "run_check",
     "run_claims",
@@ -101,5 +116,6 @@ __all__ = [
     "undecided",
     "verdict_counts",
     "verdict_of",
+    "with_data",
     "write_report",
 ]

@@ -8,7 +8,9 @@
 * :func:`compare`: two routes to the same numbers, within a stated tolerance;
 * :func:`sympy_identity`: an exact identity ``difference == 0`` in SymPy;
 * :func:`passed` / :func:`failed` / :func:`undecided`: a result built by hand;
-* :func:`float64`: the scoped float64 context every check runs in.
+  :func:`with_data`: a result with more measured numbers;
+* :func:`float64`: the scoped float64 context every check runs in, and
+  :func:`require_float64`, the assertion a numeric check starts with.
 
 Examples:
     >>> import numpy as np
@@ -62,6 +64,23 @@ def undecided(
     return CheckResult(Outcome.UNKNOWN, detail, data={**(data or {}), **more})
 
 
+def with_data(
+    result: CheckResult, data: Mapping[str, Any] | None = None, **more: Any
+) -> CheckResult:
+    """``result`` with more measured numbers (outcome, detail, counterexample kept).
+
+    Examples:
+        >>> with_data(passed("ok", n=1), m=2).data
+        {'n': 1, 'm': 2}
+    """
+    return CheckResult(
+        result.outcome,
+        result.detail,
+        counterexample=result.counterexample,
+        data={**result.data, **(data or {}), **more},
+    )
+
+
 @contextlib.contextmanager
 def float64() -> Iterator[None]:
     """JAX in float64 inside the block only (``jax.enable_x64(True)``, thread-local);
@@ -80,6 +99,25 @@ def float64() -> Iterator[None]:
 
     with jax.enable_x64(True):
         yield
+
+
+def require_float64() -> None:
+    """Raises unless JAX computes in float64 here: a numeric check (or a helper of
+    one) calls it first, so that run outside :func:`float64` (the scope
+    :func:`theorycheck.claims.run_check` gives every check) it stops rather than
+    compute silently in float32.
+
+    Examples:
+        >>> with float64():
+        ...     require_float64()
+    """
+    import jax
+
+    if not jax.config.jax_enable_x64:
+        raise RuntimeError(
+            "float64 is off: run the check through theorycheck.claims (run_check / "
+            "evaluate), or inside `with theorycheck.claims.float64():`"
+        )
 
 
 def exact(value: Any) -> Any:

@@ -259,6 +259,7 @@ def run_claim_files(
     *,
     only: Sequence[str] = (),
     quick: bool = False,
+    remeasure: bool = False,
     report: str | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> ClaimRun:
@@ -268,6 +269,8 @@ def run_claim_files(
         paths: ``.py`` files and folders (checked by :func:`check_claim_paths`).
         only: claim ids to run (all when empty).
         quick: passed to every check that takes ``quick``.
+        remeasure: run inside ``theorycheck.claims.remeasuring()`` (redo the
+            committed measurements and rewrite their files).
         report: a folder for ``proofs.md`` and ``proofs.json`` (written by the
             child), or None.
         timeout_s: each claim's deadline (the import gets ``DEADLINE_BASE_S`` more).
@@ -285,6 +288,7 @@ def run_claim_files(
         "paths": [str(p) for p in paths],
         "only": list(only),
         "quick": bool(quick),
+        "remeasure": bool(remeasure),
         "report": report,
     }
     workdir = Path(tempfile.mkdtemp(prefix="theorycheck-prove-"))
@@ -429,13 +433,14 @@ def _discover(paths: Sequence[str], only: Sequence[str]):
 
 
 def _evaluate(channel: _Channel, chosen, call: dict, roots: Sequence[Path]) -> list:
-    from theorycheck.claims import evaluate
+    from theorycheck.claims import evaluate, remeasuring
 
     results = []
     for i, item in enumerate(chosen):
         channel.send(ev="start", i=i)
         try:
-            r = evaluate(item.claim, quick=call["quick"])
+            with remeasuring(call.get("remeasure", False)):
+                r = evaluate(item.claim, quick=call["quick"])
         except BaseException as err:  # the user's checks: every way out is named
             where = f"{_shown(item.path)}: claim {item.claim.id!r}"
             channel.send(ev="bad", message=f"{where}: {_how(err)}{_where(err, roots)}")

@@ -5,11 +5,16 @@ Discovers module-level :class:`theorycheck.claims.Claim` objects under each PATH
 code is 0 whenever the claims ran: a claim that *fails* is a finding (its counterexample
 is in the output), not an error. Exit 2 on bad input: a path that is empty, does not
 exist or is no ``.py`` file or folder, a module that does not import, no claims, an
-unknown ``--only`` id, an unwritable ``--report`` (checked before any work), and a claim
+unknown ``--only`` id, an unwritable ``--report`` (checked before any work),
+``--remeasure`` with ``--quick``, and a claim
 file that misbehaves: the files are imported and run only in a child process
 (:mod:`theorycheck.commands._claim_files`) with a deadline per claim (``--timeout``),
 its output captured, so a loop, ``sys.exit``, ``os._exit`` or a ``print`` in a claim
 file ends as one line on stderr, never as a hang, a silent exit or text in ``--json``.
+
+An expensive real-checkpoint measurement (``theorycheck.claims.measured``) is read back
+from its committed file when its settings and code match; ``--remeasure`` measures
+again and rewrites the file; each such check's detail names the source it used.
 """
 
 from __future__ import annotations
@@ -42,6 +47,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--quick", action="store_true", help="fewer samples, smaller sizes (CI)"
     )
     parser.add_argument(
+        "--remeasure",
+        action="store_true",
+        help="redo the expensive real-checkpoint measurements and rewrite their "
+        "committed files (default: read them back when their settings and code "
+        "match)",
+    )
+    parser.add_argument(
         "--report",
         metavar="DIR",
         help="also write DIR/proofs.md and DIR/proofs.json",
@@ -57,6 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from theorycheck._errors import BadInput
     from theorycheck.commands._claim_files import (
         check_claim_paths,
         check_timeout,
@@ -66,6 +79,11 @@ def run(args: argparse.Namespace) -> int:
 
     paths = check_claim_paths(args.paths or ["proofs"])
     check_timeout(args.timeout)
+    if args.remeasure and args.quick:
+        raise BadInput(
+            "--remeasure with --quick: a quick run measures its cheap settings now "
+            "and never writes a committed measurement"
+        )
     if args.report is not None:
         check_output_dir("--report", args.report)
     with flag_names(only="--only"):
@@ -73,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
             paths,
             only=args.only,
             quick=args.quick,
+            remeasure=args.remeasure,
             report=args.report,
             timeout_s=args.timeout,
         )
