@@ -1,13 +1,14 @@
 """``--distributed`` on two local CPU processes (two devices each) on 127.0.0.1.
 
-The tiny rollout-analysis experiment, four seeds (four units): a single-process run
-first (it also fills the compilation cache the other runs read), then the same
-command over two processes, killed (SIGKILL: process 0 kills itself as it starts
-its second unit, so that exactly the first round is saved, and the test kills
-process 1 then), then restarted. The
-restarted run ends with the single-process run's units, number for number, the
-same recorded rollouts (so it replays as the single-process run does) and the same
-per-unit files; only process 0 wrote. Also: the rounds by process index, process
+The tiny rollout-analysis experiment, four seeds (four units), over two processes:
+killed (SIGKILL: process 0 kills itself as it starts its second unit, so that
+exactly the first round is saved, and the test kills process 1 then), then
+restarted; then the same command in one process. The restarted run ends with the
+single-process run's units, number for number, the same recorded rollouts (so it
+replays as the single-process run does) and the same per-unit files; only process
+0 wrote. The runs share a compilation cache: the killed run compiles (process 0 for
+device 0, which the single-process run reuses, process 1 for its own devices), the
+others mostly read it. Also: the rounds by process index, process
 0's decision, the flags' bad input (exit 2, before any connection).
 """
 
@@ -114,9 +115,9 @@ def _same_arrays(a: dict, b: dict) -> bool:
     )
 
 
+@pytest.mark.slow  # five processes of the tiny model, compilation shared
 def test_two_processes_killed_and_resumed_equal_one_process(tmp_path):
     single, dist = tmp_path / "single", tmp_path / "dist"
-    _ok(_launch(single, 1))
     # process 0 kills itself as it starts its second unit (round 1 is saved); then
     # process 1, which waits for it or computes its second unit, is killed too
     first = _launch(dist, 2, kill_at=2)
@@ -133,6 +134,7 @@ def test_two_processes_killed_and_resumed_equal_one_process(tmp_path):
     }
     resumed = _launch(dist, 2)
     _ok(resumed)
+    _ok(_launch(single, 1))
     got, want = _units(dist), _units(single)
     assert sorted(want) == [f"seed{s}" for s in range(SEEDS)]
     assert sorted(got) == sorted(want)
