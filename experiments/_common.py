@@ -21,6 +21,10 @@ JSON). :func:`main` owns the rest:
   reports every per-unit number that differs.
 * :func:`provenance`: the one record (``theorycheck.reproduce.provenance``) plus the
   config, seeds, wall time and load average at the end.
+* ``--distributed`` (``experiments._distributed``, docs/distributed.md): the units
+  over several processes or hosts; process 0 alone reads and writes the files above
+  and decides which units are left; every seed's rollouts are generated once, by one
+  process, and recorded by process 0 before the units run.
 """
 
 from __future__ import annotations
@@ -96,6 +100,9 @@ def parse_config(cls, argv, *, prog: str, description: str):
         default=None,
         help="with --replay: only these comma-separated unit ids",
     )
+    from experiments import _distributed
+
+    _distributed.add_flags(p)
     for f in _flag_fields(cls):
         kind = {bool: _bool, int: int, float: float}.get(type(f.default), str)
         p.add_argument(
@@ -177,6 +184,14 @@ def jsonable(obj):
     return obj
 
 
+def _write_bytes(path: str, data: bytes) -> None:
+    """Atomic write of ``data`` (temporary file, then rename)."""
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+
+
 def write_json(path: str, data) -> None:
     """Atomic write (temporary file, then rename): a kill never leaves half a file."""
     tmp = path + ".tmp"
@@ -254,25 +269,29 @@ def savefig(fig, path: str) -> None:
 
 
 def data_sharding(devices: int):
-    """Row sharding over the first ``devices`` devices (None for one device).
+    """Row sharding over the first ``devices`` devices of this process (None for
+    one device).
 
-    The batch's leading (sequence) axis is split over a 1-D ``"data"`` mesh; weights
-    stay replicated, so gradients are reduced across devices by XLA.
+    The batch's leading (sequence) axis is split over a 1-D ``"data"`` mesh of
+    ``jax.local_devices()`` (under ``--distributed`` every process computes its own
+    units, so a unit never spans another process's devices); weights stay
+    replicated, so gradients are reduced across devices by XLA.
     """
     if devices <= 1:
         return None
     import jax
     from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
-    if jax.device_count() < devices:
+    if jax.local_device_count() < devices:
         raise BadInput(
-            f"devices = {devices} but only {jax.device_count()} are visible "
-            "(CPU: XLA_FLAGS=--xla_force_host_platform_device_count=N)"
+            f"devices = {devices} but this process has only "
+            f"{jax.local_device_count()} (CPU: "
+            "XLA_FLAGS=--xla_force_host_platform_device_count=N)"
         )
     mesh = jax.make_mesh(
         (devices,),
         ("data",),
-        devices=jax.devices()[:devices],
+        devices=jax.local_devices()[:devices],  # this process's own (addressable)
         axis_types=(AxisType.Auto,),  # XLA propagates the row sharding itself
     )
     return NamedSharding(mesh, PartitionSpec("data"))
@@ -302,19 +321,37 @@ class RolloutBank:
 
     Keys ``<batch>.<field>`` with ``batch = seed<s>.<engine>`` and the fields of
     ``theorycheck.rl.record``; the file is rewritten atomically when a batch is added
-    (a few hundred kB per batch: no vocabulary-sized array).
+    (a few hundred kB per batch: no vocabulary-sized array). ``write=False``: held in
+    memory only (the processes other than process 0 of a ``--distributed`` run, which
+    neither read nor write the file).
     """
 
-    def __init__(self, out_dir: str, *, fresh: bool = False, path: str | None = None):
+    def __init__(
+        self,
+        out_dir: str,
+        *,
+        fresh: bool = False,
+        path: str | None = None,
+        write: bool = True,
+    ):
         self.path = path or os.path.join(out_dir, "rollouts.npz")
+        self.write = write
         self.arrays: dict[str, np.ndarray] = {}
-        if not fresh and os.path.exists(self.path):
+        if write and not fresh and os.path.exists(self.path):
             with np.load(self.path) as z:
                 self.arrays = {k: z[k] for k in z.files}
 
     @staticmethod
     def key(seed: int, engine: str) -> str:
         return f"seed{seed}.{engine}"
+
+    def batches(self) -> set[tuple[int, str]]:
+        """The ``(seed, engine)`` pairs held."""
+        out = set()
+        for k in self.arrays:
+            seed, engine, _ = k.split(".", 2)
+            out.add((int(seed[len("seed") :]), engine))
+        return out
 
     def get(self, seed: int, engine: str) -> dict | None:
         """The recorded arrays of one batch (None when absent)."""
@@ -330,9 +367,40 @@ class RolloutBank:
         for k, v in rec.items():
             self.arrays[prefix + k] = np.asarray(v)
         self.arrays[prefix + "meta"] = np.asarray(json.dumps(jsonable(meta)))
+        self._save()
+
+    def _save(self) -> None:
+        if not self.write:
+            return
         tmp = self.path + ".tmp.npz"
         np.savez_compressed(tmp, **self.arrays)
         os.replace(tmp, self.path)
+
+    def pack(self, batches) -> bytes:
+        """The recorded arrays of ``batches`` (``(seed, engine)`` pairs) as the bytes
+        of an ``.npz`` (exact: dtypes and values as recorded)."""
+        import io
+
+        keys = {self.key(s, e) + "." for s, e in batches}
+        chosen = {
+            k: v for k, v in self.arrays.items() if k[: k.rindex(".") + 1] in keys
+        }
+        buf = io.BytesIO()
+        np.savez(buf, **chosen)
+        return buf.getvalue()
+
+    def merge(self, packed: list[bytes]) -> None:
+        """Adds the batches of :meth:`pack`'s bytes (one file write for all)."""
+        import io
+
+        added = False
+        for raw in packed:
+            with np.load(io.BytesIO(raw)) as z:
+                for k in z.files:
+                    self.arrays[k] = z[k]
+                    added = True
+        if added:
+            self._save()
 
 
 class Context:
@@ -352,6 +420,27 @@ class Context:
         self.cfg, self.bank, self._generate, self.replay = cfg, bank, generate, replay
         self._model = None
         self._cache: dict = {}
+        #: None, or the message of the error raised where a batch would be
+        #: generated (replay; the units of a ``--distributed`` run, whose batches
+        #: are all generated and shared before they start)
+        self.no_generation: str | None = None
+        #: None (:meth:`savez` writes at once), or ``{name: bytes}``: the files of
+        #: the unit being computed, written by the run loop on process 0
+        self.outbox: dict[str, bytes] | None = None
+
+    def savez(self, name: str, **arrays) -> None:
+        """``np.savez`` of a unit's own output file ``name`` in ``cfg.out``, written
+        by process 0 alone (under ``--distributed`` it travels with the unit's
+        result)."""
+        import io
+
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        if self.outbox is None:
+            os.makedirs(self.cfg.out, exist_ok=True)
+            _write_bytes(os.path.join(self.cfg.out, name), buf.getvalue())
+        else:
+            self.outbox[name] = buf.getvalue()
 
     @property
     def model(self):
@@ -368,21 +457,13 @@ class Context:
     def rollouts(self, seed: int, engine: str, *, anchor: bool = True):
         """``(Rollouts, meta)`` of one seed and engine, rebuilt from the record (the
         anchor recomputed by ``theorycheck.rl.rescore``) in a run and its replay."""
-        from theorycheck.rl import from_record, record
+        from theorycheck.rl import from_record
 
         key = (seed, engine, anchor)
         if key in self._cache:
             return self._cache[key]
+        self.ensure(seed, engine)
         rec = self.bank.get(seed, engine)
-        if rec is None:
-            if self.replay:
-                raise BadInput(
-                    f"{self.bank.path} holds no rollouts of seed {seed} ({engine})"
-                )
-            log(f"seed {seed}: rollouts ({engine} engine)")
-            rollouts, meta = self._generate(self, seed, engine)
-            self.bank.put(seed, engine, record(rollouts), meta)
-            rec = self.bank.get(seed, engine)
         meta = json.loads(str(rec.pop("meta")))
         out = from_record(
             self.model,
@@ -394,6 +475,23 @@ class Context:
         )
         self._cache = {key: (out, meta)}  # one batch at a time (memory)
         return out, meta
+
+    def ensure(self, seed: int, engine: str) -> None:
+        """Generates and records the batch of one seed and engine unless the bank
+        holds it."""
+        from theorycheck.rl import record
+
+        if self.bank.get(seed, engine) is not None:
+            return
+        if self.replay:
+            raise BadInput(
+                f"{self.bank.path} holds no rollouts of seed {seed} ({engine})"
+            )
+        if self.no_generation:
+            raise RuntimeError(f"seed {seed} ({engine}): {self.no_generation}")
+        log(f"seed {seed}: rollouts ({engine} engine)")
+        rollouts, meta = self._generate(self, seed, engine)
+        self.bank.put(seed, engine, record(rollouts), meta)
 
 
 def bootstrap_ci(values, *, reps: int = 2000, seed: int = 0) -> list | None:
@@ -479,9 +577,16 @@ def main(exp, argv=None) -> int:
             )
         if args.replay_units and not args.replay:
             raise BadInput("--replay-units needs --replay DIR")
+        from experiments import _distributed
+
+        _distributed.check_args(args)
         if args.replay:
+            if args.distributed:
+                raise BadInput("--replay runs in one process; drop --distributed")
             only = args.replay_units.split(",") if args.replay_units else None
             return replay(exp, args.replay, only=only)
+        exp.units(cfg)  # a bad grid exits 2 on every process before connecting
+        _distributed.from_args(args)
         return run(exp, cfg, fresh=args.fresh, report_only=args.report_only)
     except BadInput as err:
         print(f"{name}: error: {err}", file=sys.stderr)
@@ -496,27 +601,55 @@ def _setup_jax() -> None:
 
 def run(exp, cfg, *, fresh: bool = False, report_only: bool = False) -> int:
     """Runs every unfinished unit of ``exp.units(cfg)``, then writes results.json
-    (summary, provenance), report.md and the figures into ``cfg.out``."""
+    (summary, provenance), report.md and the figures into ``cfg.out``.
+
+    Under ``--distributed`` (``experiments._distributed.context()`` has several
+    processes) every process calls this: process 0 decides the units left and tells
+    the others, the seeds' rollouts are shared (:func:`_share_rollouts`), the units
+    are computed by process index and gathered, and process 0 alone writes."""
+    import base64
     import time
 
-    from theorycheck._progress import bar
+    from experiments import _distributed
     from theorycheck.reproduce import load_average
 
+    dist = _distributed.context()
     _setup_jax()
     units = exp.units(cfg)
-    store = ResultStore(cfg.out, cfg, fresh=fresh)
-    bank = RolloutBank(cfg.out, fresh=fresh)
+    store, error = None, None
+    if dist.writer:
+        try:
+            store = ResultStore(cfg.out, cfg, fresh=fresh)
+        except BadInput as err:  # told to every process, then raised everywhere
+            error = str(err)
+    done = (lambda u: True) if report_only else (lambda u: store.done(u))
+    todo = _distributed.decide([u.id for u in units], done, error, dist)
+    by_id = {u.id: u for u in units}
+    bank = RolloutBank(cfg.out, fresh=fresh, write=dist.writer)
     ctx = Context(cfg, bank, exp.generate)
+    ctx.outbox = {}  # a unit's files (Context.savez) travel with its result
+    if dist.count > 1:
+        _share_rollouts(ctx, [by_id[u] for u in todo], dist)
     start, load0, computed = time.time(), load_average(), []
-    for unit in bar(units, desc=exp.__name__.rsplit(".", 1)[-1], unit="unit"):
-        if store.done(unit.id) or report_only:
-            continue
+
+    def compute(uid):
         t0 = time.perf_counter()
-        log(f"{unit.id}: running")
-        store.save(
-            unit.id, exp.run_unit(ctx, cfg, unit), seconds=time.perf_counter() - t0
-        )
-        computed.append(unit.id)
+        log(f"{uid}: running")
+        result = jsonable(exp.run_unit(ctx, cfg, by_id[uid]))
+        files = {k: base64.b64encode(v).decode() for k, v in ctx.outbox.items()}
+        ctx.outbox.clear()
+        return {"result": result, "seconds": time.perf_counter() - t0, "files": files}
+
+    def save(uid, payload):
+        for fname, raw in payload["files"].items():  # a unit's own files first
+            _write_bytes(os.path.join(cfg.out, fname), base64.b64decode(raw))
+        store.save(uid, payload["result"], seconds=payload["seconds"])
+        computed.append(uid)
+
+    name = exp.__name__.rsplit(".", 1)[-1]
+    _distributed.run_units(todo, save, compute, dist, progress=name)
+    if not dist.writer:
+        return 0
     ids = {u.id for u in units}
     missing = [u.id for u in units if not store.done(u.id)]
     # the units of this config only (a run reported with fewer seeds drops the rest)
@@ -525,6 +658,7 @@ def run(exp, cfg, *, fresh: bool = False, report_only: bool = False) -> int:
         store.data.setdefault("runs", []).append(
             {
                 "units": len(computed),
+                "processes": dist.count,
                 "wall_s": round(time.time() - start, 1),
                 "load_average_start": load0,
                 "load_average_end": load_average(),
@@ -543,6 +677,42 @@ def run(exp, cfg, *, fresh: bool = False, report_only: bool = False) -> int:
     write_report(exp, cfg.out, data, store.timings)
     print(os.path.join(cfg.out, "report.md"))
     return 0
+
+
+def _share_rollouts(ctx: Context, todo: list[Unit], dist) -> None:
+    """Every rollout batch the ``todo`` units read, on every process, before they
+    run (``--distributed``): process 0's recorded batches are broadcast; each seed
+    still lacking one is generated by one process (seeds assigned by process index,
+    the bfloat16 engine first, since a float32 batch may take its prompt draw from
+    it) and gathered, and process 0 records it in ``rollouts.npz``. A seed's units
+    on different processes so read the same batch, the one a replay reads; a unit
+    that would generate one more batch raises instead."""
+    from experiments import _distributed
+
+    needed = list(dict.fromkeys((u.seed, u.engine) for u in todo))
+    recorded = [b for b in needed if ctx.bank.get(*b) is not None]
+    packed = _distributed.broadcast_bytes(
+        ctx.bank.pack(recorded) if dist.writer else None, dist
+    )
+    if not dist.writer:
+        ctx.bank.merge([packed])
+    engines: dict[int, list[str]] = {}
+    for seed, engine in needed:
+        if ctx.bank.get(seed, engine) is None:
+            engines.setdefault(seed, []).append(engine)
+    for batch in _distributed.assign(list(engines), dist):
+        mine = batch[dist.index]
+        before = ctx.bank.batches()
+        if mine is not None:
+            for engine in sorted(engines[mine], key=lambda e: e != "bfloat16"):
+                ctx.ensure(mine, engine)
+        new = ctx.bank.pack(ctx.bank.batches() - before)
+        rows = _distributed.gather_bytes(new, dist)
+        ctx.bank.merge([r for i, r in enumerate(rows) if i != dist.index])
+    ctx.no_generation = (
+        "a unit reads a rollout batch the run did not generate before its units "
+        "(under --distributed every batch is generated first, by one process)"
+    )
 
 
 def write_report(exp, out_dir: str, data: dict, timings: dict) -> None:

@@ -17,7 +17,6 @@ results.json, rollouts.npz, report.md, PNG figures and, per seed, the batch as
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import numpy as np
 
@@ -203,8 +202,7 @@ def run_unit(ctx: _common.Context, cfg: Config, unit: _common.Unit) -> dict:
         rollouts.behavior_logp, logits, rollouts.tokens, adv, topk=cfg.topk, **tight
     )
     batch = audit_inputs(rollouts, logits, adv)
-    os.makedirs(cfg.out, exist_ok=True)
-    np.savez(os.path.join(cfg.out, f"batch_seed{unit.seed}.npz"), **batch)
+    ctx.savez(f"batch_seed{unit.seed}.npz", **batch)  # process 0 writes it
     ratio_dir = np.sign(adv * (stats["ratio"] - 1.0))
     pred_dir = np.sign(adv * stats["ddot_kl_full"])
     live = (adv != 0) & (pred_dir != 0)
