@@ -154,6 +154,69 @@ def _precision(run64, run32) -> dict:
     return out
 
 
+def _gemm_rate(dtype, rows: int, d: int, v: int, reps: int = 3) -> float:
+    """GFLOP per CPU-second of the head product ``[rows, d] x [d, v]`` (jitted, warm):
+    the machine's rate on the unit's dominant operation, measured in this run."""
+    import jax
+    import jax.numpy as jnp
+
+    h, w = jnp.ones((rows, d), dtype), jnp.ones((v, d), dtype)
+    f = jax.jit(lambda h, w: jnp.einsum("sd,vd->sv", h, w))
+    f(h, w).block_until_ready()
+    t = time.process_time()
+    for _ in range(reps):
+        f(h, w).block_until_ready()
+    return 2.0 * rows * d * v * reps / (time.process_time() - t) / 1e9
+
+
+def _unit_gflop(trainer) -> dict:
+    r"""The matrix-product FLOPs one unit cannot avoid (an estimate, a lower bound).
+
+    Per position through the trainable blocks, a forward costs
+    :math:`2\,L(2DH_d + 2DK_d + 3DI)` FLOP (q and o, k and v, the gated MLP; the
+    attention scores, norms and elementwise work are left out), the head
+    :math:`2DV` per scored token. Per step, over the rows' positions plus each
+    present prompt's padded positions: the probe pass is a second-order Taylor
+    expansion of the blocks (at least 5 products per weight product: primal, two
+    for the first and two for the second coefficient) and three head products
+    (z, z', the pullback for g''); the minibatch gradient is a forward and a
+    backward (3 blocks, 2 head); the masks' branches are one forward, three
+    backwards and three forwards of the updated weights (1 + 6 + 3 blocks,
+    1 + 3 + 3 head); plus two whole-batch forwards (the start and the end).
+    """
+    import numpy as np
+
+    c = trainer.model_config
+    d, v = c.hidden_size, c.vocab_size
+    heads = c.num_heads * c.head_dim
+    kv = c.num_kv_heads * c.head_dim
+    block = (
+        2
+        * trainer.config.trainable_blocks
+        * (2 * d * heads + 2 * d * kv + 3 * d * c.intermediate_size)
+    )
+    head = 2 * d * v
+    b, n = trainer.batch.sampled.shape
+    start = trainer.rows[0]
+    prompt = start + (-start % 32)
+    group = np.asarray(trainer.batch.group)
+
+    def positions(rows):
+        return len(rows) * n + len(np.unique(group[rows])) * prompt
+
+    every = np.arange(b)
+    steps = trainer.config.epochs * len(trainer.minibatch_rows)
+    mb = trainer.minibatch_rows[0]
+    probe = 5 * block * positions(every) + 3 * head * b * n
+    grad = 3 * block * positions(mb) + 2 * head * len(mb) * n
+    masks = 10 * block * positions(mb) + 7 * head * len(mb) * n
+    realized = 2 * (block * positions(every) + head * b * n)
+    per = {"probe_pass": probe, "grad": grad, "masks": masks}
+    out = {f"gflop_{k}_per_step": x / 1e9 for k, x in per.items()}
+    out["gflop_unit"] = (steps * sum(per.values()) + realized) / 1e9
+    return out
+
+
 def _write_unit(analysis) -> None:
     """The unit's results written as the experiment's store writes them (I/O)."""
     import tempfile
@@ -295,6 +358,16 @@ def main(argv=None) -> None:
     compared, differ = _same_metrics(runs[("baseline", "cold")][0], analyze_probe(fast))
     q["metrics_compared"], q["metrics_differing"] = compared, differ
     q["peak_rss_gb"] = _rss_gb()
+    # what bounds the rate: the unit's unavoidable products at this machine's rate
+    import jax.numpy as jnp
+
+    q.update(_unit_gflop(trainer))
+    c = trainer.model_config
+    for name, dt in (("f64", jnp.float64), ("f32", jnp.float32)):
+        rate = _gemm_rate(dt, 384, c.hidden_size, c.vocab_size)
+        q[f"gemm_{name}_gflop_per_cpu_s"] = rate
+        q[f"bound_{name}_tokens_per_cpu_s"] = tokens / (q["gflop_unit"] / rate)
+    q["achieved_gflop_per_cpu_s"] = q["gflop_unit"] / q["probe_cpu_s"]
     _report(args, doc, q, profiles)
     # the accelerator policy: the trainable top and every probe pass in float32
     trainer32 = Trainer(model, rollouts, TrainConfig(), seed=0, dtype="float32")

@@ -39,3 +39,12 @@ def test_unsafe_keep_counts_only_outside_disagreements():
 def test_mean_se_drops_missing_values():
     assert mean_se([None, 2.0, 4.0]) == pytest.approx({"mean": 3.0, "se": 1.0, "n": 2})
     assert mean_se([None]) == {"mean": None, "se": None, "n": 0}
+
+
+def test_rounding_noise_in_d_is_inside_the_trust_region():
+    # exactly on-policy D is float64 noise of either sign; at δ = 0 it must not count
+    # as outside, whatever the order of summation left (1e-16 or -1e-16)
+    d = np.array([1e-16, -3e-16, 6e-17, 0.2])
+    u = unsafe_keep(d, [1, 1, -1, 1], [-1, -1, 1, -1], [1.0, -1.0, 1.0, 0.5], delta=0)
+    assert u["outside"] == 1 and u["disagreement"] == 1
+    assert u["ratio"]["kept"] == 0 and u["ddot"] == {"kept": 1, "unsafe_keep": 1.0}

@@ -39,7 +39,14 @@ from theorycheck.probes._linearization import (
     tree_norm,
 )
 from theorycheck.probes._mask import RULES, coupled_mask, coupled_update
-from theorycheck.probes._metrics import TOL, mean_se, sign_metrics, signs, unsafe_keep
+from theorycheck.probes._metrics import (
+    TOL,
+    mean_se,
+    outside,
+    sign_metrics,
+    signs,
+    unsafe_keep,
+)
 from theorycheck.probes._objective import (
     Targets,
     View,
@@ -77,6 +84,7 @@ __all__ = [
     "linearized_descent",
     "mean_se",
     "objective_fn",
+    "outside",
     "power_iteration_fn",
     "predict_change",
     "run_probe",

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from theorycheck.probes._metrics import sign_metrics, signs, unsafe_keep
+from theorycheck.probes._metrics import outside, sign_metrics, signs, unsafe_keep
 from theorycheck.probes._probe import ESTIMATORS, MASKS
 
 #: the sign predictors the probe analysis scores (the trivial one first).
@@ -110,7 +110,7 @@ def _mask_table(probe, delta) -> dict:
             kept = live & keep
             kept_after.append(branch["d_after"][kept])
             kept_change.append(change[kept])
-            unsafe.append(signs(change[kept & (d0 > delta)]) > 0)
+            unsafe.append(signs(change[kept & outside(d0, delta)]) > 0)
         after, change = np.concatenate(kept_after), np.concatenate(kept_change)
         unsafe = np.concatenate(unsafe)
         out[name] = {

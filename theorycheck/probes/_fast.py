@@ -19,6 +19,16 @@ against the plain loop in ``tests/probes/test_fast.py``):
   pullbacks of one forward of the minibatch with three cotangents (``vmap`` over the
   keep-masks: the loss is linear in the keep-mask), and their post-update D comes
   from one vmapped forward over the three updated parameter sets.
+* **Jitted optimizer steps.** The trainer's optimizer step (``optax``: global-norm
+  clip, then AdamW / Adam / SGD, :func:`theorycheck.rl.make_optimizer` of the
+  trainer's config) runs as one compiled program per config instead of one dispatch
+  per leaf operation, and the masks' three updates from the same state as one
+  vmapped program.
+* **No branch for a mask that clips nothing.** A mask whose keep-mask is all ones
+  has the unmasked update, so its D after the step is the trajectory's (no gradient,
+  update or forward of its own); when no mask clips a token (exactly on-policy at
+  θ = θ_old, where D, the ratio's direction and Ḋ are all rounding noise, see
+  :func:`~theorycheck.probes.outside`), the step's mask work is skipped.
 * **Compile once per shape.** The prompt is left-padded to a multiple of
   :data:`BUCKET` positions and the rows run in fixed-size chunks, so every seed and
   variant with the same batch shape reuses one compiled program; weights are jit
@@ -297,6 +307,22 @@ def _divergences(stacked, head_params, r: _Rows, config):
     return jax.vmap(one)(stacked)
 
 
+@functools.cache
+def _updaters(config):
+    """The jitted optimizer step of a ``TrainConfig`` (one compile per config) and its
+    vmap over K stacked gradients from the same state (the new parameters only)."""
+    from theorycheck.rl import make_optimizer
+
+    opt = make_optimizer(config)
+
+    def one(trainable, opt_state, grads):
+        updates, new_state = opt.update(grads, opt_state, trainable)
+        return optax.apply_updates(trainable, updates), new_state, updates
+
+    many = jax.vmap(lambda t, s, g: one(t, s, g)[0], in_axes=(None, None, 0))
+    return jax.jit(one), jax.jit(many)
+
+
 def _stack(trees):
     return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *trees)
 
@@ -344,6 +370,15 @@ class FastProbe:
             t.groups,
         )
 
+    def update(self, trainable, opt_state, grads):
+        """``(new_trainable, new_opt_state, delta)``: the trainer's ``update``, jitted
+        (the trainer's optimizer is ``make_optimizer(trainer.config)``)."""
+        return _updaters(self.trainer.config)[0](trainable, opt_state, grads)
+
+    def update_many(self, trainable, opt_state, stacked_grads):
+        """The new parameters of K updates from the same state, stacked ``[K, ...]``."""
+        return _updaters(self.trainer.config)[1](trainable, opt_state, stacked_grads)
+
     def _gather(self, outs, key, n):
         full = np.zeros((self.b, n))
         for c, o in zip(self.plan.chunks, outs):
@@ -371,12 +406,10 @@ class FastProbe:
             full[:, c] = np.asarray(d)[:, : len(c)]
         return full
 
-    def minibatch_divergences(self, trainables, step: int) -> np.ndarray:
-        """``[K, b, N]`` D of minibatch ``step``'s rows at each parameter set."""
+    def minibatch_divergences(self, stacked, step: int) -> np.ndarray:
+        """``[K, b, N]`` D of minibatch ``step``'s rows at K stacked parameter sets."""
         t = self.trainer
-        d = _divergences(
-            _stack(trainables), t.head_params, self.mb_rows[step], t.model_config
-        )
+        d = _divergences(stacked, t.head_params, self.mb_rows[step], t.model_config)
         return np.asarray(d)
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from theorycheck._errors import BadInput
-from theorycheck.probes._metrics import signs
+from theorycheck.probes._metrics import outside, signs
 
 #: the coupled mask's rules: harmful predicted sign, or predicted D above δ.
 RULES = ("sign", "threshold")
@@ -57,7 +57,7 @@ def coupled_mask(divergence, predicted, adv, *, delta: float, rule: str = "sign"
     d = np.asarray(divergence, np.float64)
     pred = np.asarray(predicted, np.float64)
     base = d if rule == "sign" else d + pred
-    clip = (base > delta) & (signs(pred) > 0) & (np.asarray(adv) != 0)
+    clip = outside(base, delta) & (signs(pred) > 0) & (np.asarray(adv) != 0)
     return np.where(clip, 0.0, 1.0)
 
 

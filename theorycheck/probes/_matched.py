@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from theorycheck.probes._mask import coupled_mask
-from theorycheck.probes._metrics import TOL, sign_metrics, signs, unsafe_keep
+from theorycheck.probes._metrics import TOL, outside, sign_metrics, signs, unsafe_keep
 from theorycheck.probes._probe import ESTIMATORS
 from theorycheck.probes._taylor import divergences
 
@@ -85,7 +85,7 @@ def matched_keeps(sub: dict, coupled_keep, delta: float, rng) -> dict:
         ([[0.0, 1.0, 1.0, 1.0]], [[1.0, 0.0, 1.0, 1.0]])
     """
     live = sub["adv"] != 0
-    cand = live & (sub["d0"] > delta)
+    cand = live & outside(sub["d0"], delta)
     n = int((live & (np.asarray(coupled_keep) == 0)).sum())
     scores = {
         "random_matched": np.zeros_like(sub["d0"]),
@@ -155,7 +155,7 @@ def matched_controls(trainer, probe, *, delta: float = 0.0, seed: int = 0) -> di
                     "live": sub["adv"] != 0,
                     "keep": keep > 0,
                     "d0": sub["d0"],
-                    "out": sub["d0"] > delta,
+                    "out": outside(sub["d0"], delta),
                     "after": divergences(trainer, new, rows),
                 }
             )

@@ -15,8 +15,9 @@ For a predictor with sign :math:`\hat s_i \in \{-1, 0, +1\}` and realized
 
 The unsafe-keep rate is the predictive-mask paper's §4.2 metric (arXiv 2607.10848;
 protocol text NOT FOUND, INFERRED in research notes §1.11): on tokens outside the
-trust region (D > δ) where the ratio and the Ḋ direction criteria disagree (one clips,
-the other keeps), each criterion's share of its kept tokens whose D rises.
+trust region (:func:`outside`: D − δ > :data:`TOL`) where the ratio and the Ḋ
+direction criteria disagree (one clips, the other keeps), each criterion's share of
+its kept tokens whose D rises.
 """
 
 from __future__ import annotations
@@ -37,6 +38,23 @@ def signs(x, tol: float = TOL) -> np.ndarray:
     """
     x = np.asarray(x, np.float64)
     return np.where(np.abs(x) <= tol, 0.0, np.sign(x))
+
+
+def outside(divergence, delta: float, tol: float = TOL) -> np.ndarray:
+    r"""Tokens outside the trust region: :math:`D - \delta > \mathrm{tol}`.
+
+    D is a sum of V terms that cancel exactly on-policy (θ = θ_old and μ = π_θ), where
+    float64 leaves ``|D| ~ 1e-16`` of either sign; like :func:`signs`, a margin within
+    ``tol`` of δ counts as 0 (inside), so the count does not depend on the order of
+    the summation (the fast path and the plain loop sum in different orders).
+
+    Examples:
+        >>> outside([1e-17, -1e-16, 0.2, 0.1 + 1e-14], 0.0).tolist()
+        [False, False, True, True]
+        >>> outside([0.1 + 1e-14, 0.2], 0.1).tolist()
+        [False, True]
+    """
+    return np.asarray(divergence, np.float64) - delta > tol
 
 
 def sign_metrics(predicted, realized, *, tol: float = TOL) -> dict:
@@ -106,17 +124,16 @@ def unsafe_keep(
         >>> u["ratio"]["unsafe_keep"], u["ddot"]["unsafe_keep"]
         (0.0, 1.0)
     """
-    d = np.asarray(divergence, np.float64)
     real = np.asarray(realized, np.float64)
-    outside = d > delta
+    out_ = outside(divergence, delta)
     clips = {
         "ratio": signs(ratio_direction) > 0,
         "ddot": signs(ddot_direction) > 0,
     }
     for name, pred in (extra or {}).items():
         clips[name] = signs(pred) > 0
-    disagree = outside & (clips["ratio"] != clips["ddot"])
-    out = {"outside": int(outside.sum()), "disagreement": int(disagree.sum())}
+    disagree = out_ & (clips["ratio"] != clips["ddot"])
+    out = {"outside": int(out_.sum()), "disagreement": int(disagree.sum())}
     for name, clip in clips.items():
         kept = disagree & ~clip
         out[name] = {

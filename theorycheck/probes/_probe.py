@@ -15,14 +15,13 @@ the trajectory follows the unmasked update).
 
 from __future__ import annotations
 
-import jax
 import numpy as np
 import optax
 
 from theorycheck.numeric import MaskConfig, token_stats
 from theorycheck.probes._fast import _Clock
 from theorycheck.probes._mask import coupled_mask
-from theorycheck.probes._metrics import signs
+from theorycheck.probes._metrics import outside, signs
 from theorycheck.probes._taylor import divergences, predict_change
 
 #: the Ḋ estimators recorded per token (exact, then the three top-K ones).
@@ -34,12 +33,12 @@ MASKS = ("none", "ratio", "predictive", "coupled")
 def _keeps(rec, delta):
     """The keep-masks (1 = keep) of the four branches from a step's minibatch rows."""
     adv = rec["adv"]
-    outside = rec["d0"] > delta
+    out = outside(rec["d0"], delta)
     live = adv != 0
     clips = {
         "none": np.zeros_like(live),
-        "ratio": outside & (signs(adv * (rec["ratio"] - 1)) > 0),
-        "predictive": outside & (signs(adv * rec["ddot_full"]) > 0),
+        "ratio": out & (signs(adv * (rec["ratio"] - 1)) > 0),
+        "predictive": out & (signs(adv * rec["ddot_full"]) > 0),
     }
     keeps = {k: np.where(v & live, 0.0, 1.0) for k, v in clips.items()}
     keeps["coupled"] = coupled_mask(rec["d0"], rec["ntk2"], adv, delta=delta)
@@ -76,7 +75,8 @@ def run_probe(
     Args:
         trainer: a prepared :class:`theorycheck.rl.Trainer`.
         topk: K of the top-K Ḋ estimators.
-        delta: δ of the masks (tokens with D > δ are outside the trust region).
+        delta: δ of the masks (tokens with D − δ > 1e-12 are outside the trust
+            region, :func:`~theorycheck.probes.outside`).
         masks: also evaluate the three masks' own updates at every step.
         fast: the fast path (:mod:`._fast`: shared prompts, one pass per step, the
             masks' gradients from one forward; the same numbers to float64 rounding);
@@ -189,19 +189,22 @@ def _record(epoch, step, rows, adv, shape, d0, d0_check, first, ntk2, stats):
     return rec
 
 
-def _fast_masks(fp, trainer, trainable, opt_state, step, sub, delta):
-    """The three masks' branches (the ``none`` branch's D is filled in later)."""
+def _fast_masks(fp, trainable, opt_state, step, sub, delta):
+    """The three masks' branches. A branch whose keep-mask is all ones (it clips
+    nothing) has the unmasked update: its ``d_after`` is left None and filled in from
+    the trajectory later, like the ``none`` branch's; if no mask clips anything the
+    step runs no mask work, else the three run as one K = 3 call (one compile)."""
     keeps = _keeps(sub, delta)
     names = MASKS[1:]
+    out = {name: {"keep": keeps[name], "d_after": None} for name in MASKS}
+    if all(np.all(keeps[k] == 1.0) for k in names):
+        return out
     _, grads = fp.grads(trainable, step, np.stack([keeps[k] for k in names]))
-    news = []
-    for i in range(len(names)):
-        g = jax.tree_util.tree_map(lambda x, i=i: x[i], grads)
-        news.append(trainer.update(trainable, opt_state, g)[0])
+    news = fp.update_many(trainable, opt_state, grads)
     afters = fp.minibatch_divergences(news, step)
-    out = {"none": {"keep": keeps["none"], "d_after": None}}
     for i, name in enumerate(names):
-        out[name] = {"keep": keeps[name], "d_after": afters[i]}
+        if not np.all(keeps[name] == 1.0):
+            out[name]["d_after"] = afters[i]
     return out
 
 
@@ -220,7 +223,7 @@ def _run_fast(trainer, topk, delta, masks, timings):
     for epoch, step, rows in trainer.schedule():
         _, grads = clock("grad", fp.grads, trainable, step, ones)
         new, new_state, delta_theta = clock(
-            "update", trainer.update, trainable, opt_state, first_of(grads)
+            "update", fp.update, trainable, opt_state, first_of(grads)
         )
         p = clock("jvp", fp.probe_pass, trainable, delta_theta)
         if steps:
@@ -244,7 +247,6 @@ def _run_fast(trainer, topk, delta, masks, timings):
                 "masks",
                 _fast_masks,
                 fp,
-                trainer,
                 trainable,
                 opt_state,
                 step,
@@ -255,8 +257,9 @@ def _run_fast(trainer, topk, delta, masks, timings):
         trainable, opt_state = new, new_state
     trajectory.append(clock("realized", fp.divergences, [trainable])[0])
     for t, rec in enumerate(steps):
-        if masks:
-            rec["masks"]["none"]["d_after"] = trajectory[t + 1][rec["rows"]]
+        for branch in rec.get("masks", {}).values():
+            if branch["d_after"] is None:  # the unmasked update's D after the step
+                branch["d_after"] = trajectory[t + 1][rec["rows"]]
     return {
         "steps": steps,
         "trajectory": np.stack(trajectory),
