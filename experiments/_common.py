@@ -421,7 +421,7 @@ class Context:
         self._model = None
         self._cache: dict = {}
         #: None, or the message of the error raised where a batch would be
-        #: generated (replay; the units of a ``--distributed`` run, whose batches
+        #: generated (set for the units of a ``--distributed`` run, whose batches
         #: are all generated and shared before they start)
         self.no_generation: str | None = None
         #: None (:meth:`savez` writes at once), or ``{name: bytes}``: the files of
