@@ -6,7 +6,10 @@ of example losses, alternating torch and JAX back to back ``--repeats`` times:
 ``verl_dual_clip_jax.py``, and ``clipped_ratio.py:loss`` against
 ``clipped_ratio_jax.py``, each with ``--set adv=-1``. Reports the median wall time of
 each and the torch ÷ JAX ratio (target ≤ 2), with the 1-minute load average around
-every run. Both verdicts must agree (checked here).
+every run. Both verdicts and convex regions must agree (checked here); the scopes are
+recorded: the logits form's trace fixes the sampled token, so its scope covers k = 0
+where the JAX twin's covers every sampled token (docs/convexity.md, "Scope of a
+translated program").
 
     python benchmarks/bench_torchfront.py \
         --json-out benchmarks/results/bench_torchfront.json
@@ -59,7 +62,7 @@ def main() -> int:
     parser.add_argument("--json-out")
     args = parser.parse_args()
     doc = _results.start("bench_torchfront", args)
-    quantities, ratios, loads = {}, {}, []
+    quantities, ratios, loads, scopes = {}, {}, [], {}
     for form, (torch_argv, jax_argv) in PAIRS.items():
         times = {"torch": [], "jax": []}
         for _ in range(args.repeats):
@@ -68,7 +71,8 @@ def main() -> int:
                 times[kind].append(seconds)
                 loads += [l0, l1]
                 verdicts = times.setdefault(f"{kind}_verdict", set())
-                verdicts.add((out["verdict"], out["scope"], out["condition"]))
+                verdicts.add((out["verdict"], out["condition"]))
+                scopes[f"{form}_{kind}"] = out["scope"]
         if times["torch_verdict"] != times["jax_verdict"]:
             raise SystemExit(f"{form}: verdicts differ: {times}")
         quantities[f"{form}_torch_s"] = statistics.median(times["torch"])
@@ -79,6 +83,7 @@ def main() -> int:
         print(f"{form}: torch {times['torch']}, jax {times['jax']}", flush=True)
     quantities["load_min"], quantities["load_max"] = min(loads), max(loads)
     doc["quantities"] = quantities
+    doc["scopes"] = scopes
     doc["ratios"] = ratios
     doc["targets"] = {
         name: {
