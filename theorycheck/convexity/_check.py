@@ -322,7 +322,9 @@ def check_convexity(
             if r is not None
         ]
     records += dcp_records(records, resolved, searched, inputs)
-    records += chord_records(records, resolved, params, searched, tokens, record, seed)
+    records += chord_records(
+        records, resolved, params, searched, tokens, record, seed, timeout_s
+    )
     checked_tokens = "" if gen.equivariant else "sampled tokens k in {0, 1, V - 1}"
     decision = combine(records, Scope.of(*searched), checked_tokens)
     return ConvexityResult(

@@ -9,10 +9,11 @@ Hessian: it refutes a kinked or jumping loss (``min``, ``-|x|``, ``floor``, a
 ``jnp.where`` on the logits, ``sort``, ``argmax``) whose Hessian is PSD, or zero, on
 every smooth piece.
 
-The search evaluates the loss in float64 at many random pairs (logits of several scales,
-near-ties where kinks are, short and long chords), at each searched V and sampled token
-k. The best candidates are rounded to dyadic rationals (so the midpoint is exact) and
-re-checked **exactly**: the loss's jaxpr is evaluated by the SymPy bridge at the
+The search evaluates the loss in float64 at many random pairs (logits of several
+scales, near-ties where kinks are, short and long chords), at each searched V and
+sampled token k, one compilation per V (the sampled token an argument); the stage stops
+at 2 x ``--timeout`` seconds. The points are dyadic rationals (so the midpoint is
+exact); the best candidates are re-checked **exactly**: the loss's jaxpr is evaluated by the SymPy bridge at the
 rational logits (every primitive on numbers, ``sort``/``floor``/``argmax`` included)
 and the gap is computed at 50 significant digits. Only a positive exact gap, with the
 float64 gap at the same rational points agreeing in sign, is a refutation.
@@ -47,7 +48,7 @@ ENABLED = True
 #: digits of the exact re-check.
 DIGITS = 50
 #: pairs evaluated per (V, k).
-NUM_PAIRS = 4096
+NUM_PAIRS = 2048
 #: candidates re-checked exactly per (V, k), best float64 gap first.
 MAX_RECHECK = 6
 #: the largest V searched.
@@ -146,6 +147,23 @@ def _starts(rng, v: int, n: int):
     return m, d
 
 
+_COMPILED: dict = {}
+
+
+def _compiled(loss, v: int, inputs: dict):
+    """One compilation per (loss, V): the sampled token is an argument."""
+    key = (id(loss), v, tuple(sorted((n, id(x)) for n, x in inputs.items())))
+    if key not in _COMPILED:
+        if len(_COMPILED) > 64:
+            _COMPILED.clear()
+
+        def one(z, k):
+            return loss(z, k, **inputs)
+
+        _COMPILED[key] = (jax.jit(jax.vmap(one, in_axes=(0, None))), loss, inputs)
+    return _COMPILED[key][0]
+
+
 def search_pairs(loss, v: int, k: int, inputs: dict, *, seed: int, num_pairs: int):
     """Float64 midpoint gaps ``f(m) - (f(a) + f(b))/2`` for random pairs; returns
     ``(a, b, gap)`` sorted by relative gap, largest first (positive gaps only)."""
@@ -156,8 +174,9 @@ def search_pairs(loss, v: int, k: int, inputs: dict, *, seed: int, num_pairs: in
     b = np.round(b * 2**20) / 2**20
     mid = (a + b) / 2
     with jax.enable_x64(True):
-        f = jax.jit(jax.vmap(lambda z: loss(z, k, **inputs)))
-        fa, fb, fm = (np.asarray(f(jnp.asarray(x))) for x in (a, b, mid))
+        f = _compiled(loss, v, inputs)
+        kk = jnp.asarray(k, jnp.int32)
+        fa, fb, fm = (np.asarray(f(jnp.asarray(x), kk)) for x in (a, b, mid))
     gap = fm - (fa + fb) / 2
     scale = 1.0 + np.abs(fa) + np.abs(fb) + np.abs(fm)
     rel = np.where(np.isfinite(gap), gap / scale, -np.inf)
@@ -191,8 +210,16 @@ class Chord:
     gap_float: float
 
 
-def chord_stage(
-    loss, vocabs, tokens, build, record, *, seed: int = 0, num_pairs: int = NUM_PAIRS
+def chord_stage(  # noqa: C901 - the search, the budget and the exact re-check
+    loss,
+    vocabs,
+    tokens,
+    build,
+    record,
+    *,
+    seed: int = 0,
+    num_pairs: int = NUM_PAIRS,
+    budget_s: float = float("inf"),
 ):
     """The chord refuter's record (``refuted`` with a counterexample, or unknown /
     skipped saying why).
@@ -203,7 +230,12 @@ def chord_stage(
         tokens: ``V -> the sampled tokens``.
         build: ``(V, k) -> inputs`` (``.numeric``, ``.exact``).
         record: the ``params`` the counterexample carries.
+        budget_s: wall-clock seconds for the whole stage (checked before each search
+            and each exact re-check; what ran is reported).
     """
+    import time
+
+    stop = time.monotonic() + budget_s
     name = "chord"
     vs = [v for v in sorted(vocabs) if v <= MAX_VOCAB]
     if not vs:
@@ -223,9 +255,12 @@ def chord_stage(
             "with it held constant, which a chord of the loss itself does not test"
         )
         return MethodResult(name, Status.SKIPPED, detail, Stage.CHORD)
-    total, unconfirmed = 0, ""
+    total, unconfirmed, out_of_time = 0, "", False
     for v in vs:
         for k in tokens(v):
+            if time.monotonic() > stop:
+                out_of_time = True
+                break
             inputs = build(v, k)
             try:
                 cands = search_pairs(
@@ -241,6 +276,9 @@ def chord_stage(
                 return MethodResult(name, Status.SKIPPED, detail, Stage.CHORD)
             total += num_pairs
             for a, b, g in cands[:MAX_RECHECK]:
+                if time.monotonic() > stop:
+                    out_of_time = True
+                    break
                 try:
                     exact = exact_gap(loss, a, b, k, inputs.exact)
                 except Exception as err:  # noqa: BLE001 - no exact route: not a refutation
@@ -253,6 +291,8 @@ def chord_stage(
                     continue
                 return _refuted(Chord(list(a), list(b), v, k, float(exact), g), record)
     detail = f"no midpoint violation found ({total} pairs)"
+    if out_of_time:
+        detail += f"; stopped at its time budget ({budget_s:.3g} s = 2 x --timeout)"
     if unconfirmed:
         detail += f"; {unconfirmed}"
     return MethodResult(name, Status.UNKNOWN, detail, Stage.CHORD, samples=total)
@@ -292,7 +332,9 @@ def _refuted(c: Chord, record) -> MethodResult:
     )
 
 
-def chord_records(records, resolved, params, searched, tokens, record, seed=0):
+def chord_records(
+    records, resolved, params, searched, tokens, record, seed=0, timeout_s=20.0
+):
     """The pipeline's hook: the chord refuter, when the stages before it left the
     verdict ``unknown`` (an empty list otherwise)."""
     from theorycheck.convexity._dcp import undecided
@@ -307,4 +349,14 @@ def chord_records(records, resolved, params, searched, tokens, record, seed=0):
             built[v, k] = build_inputs(resolved, params, v, k, exact=True)
         return built[v, k]
 
-    return [chord_stage(resolved.loss, searched, tokens, build, record, seed=seed)]
+    return [
+        chord_stage(
+            resolved.loss,
+            searched,
+            tokens,
+            build,
+            record,
+            seed=seed,
+            budget_s=2.0 * timeout_s,
+        )
+    ]
