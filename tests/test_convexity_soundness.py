@@ -116,10 +116,10 @@ def test_a_wrong_proof_is_withdrawn_by_a_rechecked_counterexample(
     tmp_path, monkeypatch
 ):
     spec = _spec(tmp_path, "def loss(z, k):\n    return jax.nn.log_softmax(z)[k]\n")
-    real = _stages.structure_stage
+    real = _stages.structure_finish
 
     def wrong_prover(*args, **kwargs):  # claims convex for every V, "always"
-        _, out = real(*args, **kwargs)
+        _, out, used = real(*args, **kwargs)
         fake = MethodResult(
             "structure",
             Status.PROVED,
@@ -129,9 +129,9 @@ def test_a_wrong_proof_is_withdrawn_by_a_rechecked_counterexample(
             Scope.of(3, 4),
             condition="always",
         )
-        return fake, _stages.StructureOutcome(out.derived)
+        return fake, _stages.StructureOutcome(out.derived), used
 
-    monkeypatch.setattr(_stages, "structure_stage", wrong_prover)
+    monkeypatch.setattr(_stages, "structure_finish", wrong_prover)
     res = check_convexity(spec, num_starts=32)
     assert res.verdict == "not_convex" and res.condition is None
     assert res.counterexample is not None and res.counterexample["curvature"] < 0

@@ -220,81 +220,81 @@ def _timed(fn, args, kwargs):
 
 
 class Pending:
-    """A :func:`submit_in_process` call under way; :meth:`result` collects it."""
+    """A :func:`submit_in_process` call under way; :meth:`result` collects it.
+
+    It runs in the kept worker, or (when another thread uses that one) in a fresh
+    process of its own, ended when the call is collected.
+    """
 
     def __init__(self, seconds: float, fn, args, kwargs):
         global _worker
         self._end = time.monotonic() + seconds
-        self._call = (_timed, (fn, args, kwargs), {})
+        call = (_timed, (fn, args, kwargs), {})
         self._kept = _worker_lock.acquire(blocking=False)
-        self._done = False
+        self._open = True
         if not self._kept:  # another thread uses the kept worker
-            self._thread_box: dict[str, Any] = {}
-            self._thread = threading.Thread(target=self._fresh, daemon=True)
-            self._thread.start()
+            ctx = multiprocessing.get_context("spawn")
+            self._conn, sender = ctx.Pipe(duplex=False)
+            self._proc = ctx.Process(target=_child, args=(sender, *call), daemon=True)
+            self._proc.start()
+            sender.close()
             return
         try:
             if _worker is None or not _worker.proc.is_alive():
                 _worker = _Worker()
-            _worker.conn.send(self._call)
+            self._conn, self._proc = _worker.conn, _worker.proc
+            self._conn.send(call)
         except BaseException:
-            self._drop()
+            self._close(kill=True)
             raise
 
-    def _fresh(self):
-        try:
-            fn, args, kwargs = self._call
-            self._thread_box["value"] = _run_fresh(
-                max(self._end - time.monotonic(), 1e-3), fn, args, kwargs
-            )
-        except BaseException as err:
-            self._thread_box["error"] = err
+    def extend(self, seconds: float) -> None:
+        """Moves the hard limit ``seconds`` later (the caller's own work ran beside
+        the call for that long and took CPU from it)."""
+        self._end += max(0.0, seconds)
 
-    def _drop(self):
+    def _close(self, kill: bool) -> None:
         global _worker
-        if _worker is not None:
-            _worker.close()
-            _worker = None
-        self._release()
-
-    def _release(self):
-        if self._kept and not self._done:
-            self._done = True
+        if not self._open:
+            return
+        self._open = False
+        if self._kept:
+            if kill and _worker is not None:
+                _worker.close()
+                _worker = None
             _worker_lock.release()
+        else:
+            self._conn.close()
+            if self._proc.is_alive():
+                self._proc.kill()
+            self._proc.join()
 
     def cancel(self) -> None:
-        """Abandons the call (the caller failed while it ran): the kept worker is
-        killed, a fresh process is left to end on its own (a daemon)."""
-        if self._kept and not self._done:
-            self._drop()
+        """Abandons the call (the caller failed while it ran): its process is
+        killed."""
+        self._close(kill=True)
 
     def result(self) -> tuple[Any, float]:
         """``(value, seconds the call took in the worker)``.
 
         Raises:
-            StageTimeout: the budget given at submission ran out (the worker is
-                killed).
+            StageTimeout: the limit ran out (the process is killed).
             Exception: whatever the call raised.
         """
-        if not self._kept:
-            self._thread.join()
-            if "error" in self._thread_box:
-                raise self._thread_box["error"]
-            return self._thread_box["value"]
         try:
             left = self._end - time.monotonic()
-            if left <= 0 or not _worker.conn.poll(left):
+            if left <= 0 or not self._conn.poll(left):
                 raise StageTimeout("ran past the budget")
             try:
-                ok, value = _worker.conn.recv()
+                ok, value = self._conn.recv()
             except EOFError:
                 raise RuntimeError(
-                    f"the symbolic worker died (exit code {_worker.proc.exitcode})"
+                    f"the symbolic worker died (exit code {self._proc.exitcode})"
                 ) from None
         except BaseException:
-            self._drop()
+            self._close(kill=True)
             raise
-        self._release()
+        self._close(kill=False)
         if not ok:
             raise value
         return value

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from typing import Any
 
 import jax
@@ -195,21 +196,27 @@ def _symbolic_stages(
     """Structure (+ its witness re-check) at k = 0, then z3 at each requested V and
     sampled token. ``meanwhile()`` (the numeric search) runs in this process while
     the structure stage's worker process derives; its result is returned too. The
-    formal stage then gets the symbolic budget less the structure stage's own time
-    (not the search's)."""
+    worker's limit moves by the time the search ran beside it, and the formal stage
+    gets what is left of that extended budget."""
     timeout_ms = int(timeout_s * 1000)
     budget = Deadline(SYMBOLIC_BUDGET_FACTOR * timeout_s)
     record = inputs(min(vocab), 0).params
     stage("structure: deriving the logit Hessian symbolically (every V)")
     pending = st.structure_start(spec, params, 0, budget, timeout_ms, dynamic)
+    began = time.monotonic()
     try:
         beside = meanwhile() if meanwhile is not None else None
     except BaseException:
         if pending is not None:
             pending.cancel()
         raise
+    # the search took CPU from the worker while it ran: the worker's limit moves by
+    # that long, so it gets at least the wall time it had alone
+    overlap = time.monotonic() - began
+    if pending is not None:
+        pending.extend(overlap)
     rec, out, used = st.structure_finish(pending, budget, SYMBOLIC_BUDGET_FACTOR)
-    budget = Deadline.after(budget.seconds, used)
+    budget = Deadline.after(budget.seconds, used - overlap)
     records = _structure_records(rec, out, resolved, inputs, record)
     if out.derived or rec.status not in (Status.PROVED, Status.REFUTED):
         records += _formal_records(

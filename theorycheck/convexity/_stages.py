@@ -130,7 +130,7 @@ def structure_finish(
     pending, budget: Deadline, factor: float
 ) -> tuple[MethodResult, StructureOutcome, float]:
     """The record and outcome of a started structure stage, and the seconds its
-    work took in the worker (the whole budget when it ran out)."""
+    work took in the worker (``inf`` when the budget ran out: nothing is left)."""
     from theorycheck.bridge import UnsupportedOperation
 
     try:
@@ -145,7 +145,7 @@ def structure_finish(
     except StageTimeout:
         detail = timed_out_detail(budget, factor)
         rec = MethodResult("structure", Status.UNKNOWN, detail, Stage.STRUCTURE)
-        return rec, StructureOutcome({}, timed_out=True), budget.seconds
+        return rec, StructureOutcome({}, timed_out=True), math.inf
     except BadInput:
         raise
     except IndexError as err:  # JAX clamps (or fills) an out-of-range index silently
