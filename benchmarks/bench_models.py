@@ -100,8 +100,8 @@ def main(argv=None) -> None:
         logits_from_hidden,
         split_params,
     )
+    from theorycheck.models._families import FAMILIES
     from theorycheck.models._transformer import (
-        _BLOCKS,
         embed,
         head,
         positions_and_mask,
@@ -127,7 +127,7 @@ def main(argv=None) -> None:
         x = embed(p, cfg, tokens, positions)
         for i in range(cfg.num_layers):
             layer = jax.tree_util.tree_map(lambda a, i=i: a[i], p["blocks"])
-            x, _ = _BLOCKS[cfg.family](cfg, layer, x, positions, mask, None)
+            x, _ = FAMILIES[cfg.family].block(cfg, layer, x, positions, mask, None)
         return head(p, cfg, x)
 
     scan_fwd = jax.jit(lambda p, x: forward(p, cfg, x))

@@ -60,7 +60,31 @@ GPT2 = {
     "layer_norm_epsilon": 1e-5,
     "activation_function": "gelu_new",
 }
-CONFIGS = {"llama": LLAMA, "qwen3": QWEN3, "qwen2": QWEN2, "gpt2": GPT2}
+#: Gemma: one key/value head, head_dim 16 != hidden_size / heads = 8, tied head.
+GEMMA = {
+    "architectures": ["GemmaForCausalLM"],
+    "vocab_size": None,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 1,
+    "head_dim": 16,
+    "intermediate_size": 48,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 10000.0,
+    "max_position_embeddings": 64,
+    "tie_word_embeddings": True,
+    "hidden_act": "gelu_pytorch_tanh",
+    "hidden_activation": "gelu_pytorch_tanh",
+    "torch_dtype": "float32",
+}
+CONFIGS = {
+    "llama": LLAMA,
+    "qwen3": QWEN3,
+    "qwen2": QWEN2,
+    "gpt2": GPT2,
+    "gemma": GEMMA,
+}
 
 
 def byte_symbols() -> list[str]:
@@ -105,7 +129,9 @@ def config_dict(kind: str) -> dict:
 
 
 def random_hf_tensors(cfg: dict, seed: int = 0) -> dict[str, np.ndarray]:
-    """Random weights under HF tensor names, [out, in] (GPT-2 Conv1D: [in, out])."""
+    """Random weights under HF tensor names, [out, in] (GPT-2 Conv1D: [in, out]).
+
+    Llama, Qwen2, Qwen3 and Gemma share the tensor names; GPT-2 has its own."""
     rng = np.random.default_rng(seed)
 
     def w(*shape, scale=0.2):
@@ -145,7 +171,13 @@ def random_hf_tensors(cfg: dict, seed: int = 0) -> dict[str, np.ndarray]:
     d, f = cfg["hidden_size"], cfg["intermediate_size"]
     h, kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     hd = cfg.get("head_dim", d // h)
-    t = {"model.embed_tokens.weight": w(v, d, scale=0.5), "model.norm.weight": gain(d)}
+    # Gemma stores each norm's gain as an offset from 1 (gain 1 + w): random offsets
+    gemma = cfg["architectures"][0] == "GemmaForCausalLM"
+    norm_w = (lambda n: w(n, scale=0.3)) if gemma else gain
+    t = {
+        "model.embed_tokens.weight": w(v, d, scale=0.5),
+        "model.norm.weight": norm_w(d),
+    }
     if not cfg["tie_word_embeddings"]:
         t["lm_head.weight"] = w(v, d, scale=0.5)
     qwen2 = cfg["architectures"][0] == "Qwen2ForCausalLM"
@@ -154,12 +186,12 @@ def random_hf_tensors(cfg: dict, seed: int = 0) -> dict[str, np.ndarray]:
         p = f"model.layers.{i}."
         t.update(
             {
-                p + "input_layernorm.weight": gain(d),
+                p + "input_layernorm.weight": norm_w(d),
                 p + "self_attn.q_proj.weight": w(h * hd, d),
                 p + "self_attn.k_proj.weight": w(kv * hd, d),
                 p + "self_attn.v_proj.weight": w(kv * hd, d),
                 p + "self_attn.o_proj.weight": w(d, h * hd),
-                p + "post_attention_layernorm.weight": gain(d),
+                p + "post_attention_layernorm.weight": norm_w(d),
                 p + "mlp.gate_proj.weight": w(f, d),
                 p + "mlp.up_proj.weight": w(f, d),
                 p + "mlp.down_proj.weight": w(d, f),

@@ -1,5 +1,8 @@
 """An independent plain-numpy forward pass, float64, on Hugging Face tensor names and
-layouts ([out, in] matrices, rotate-half RoPE, repeat_kv), one position at a time."""
+layouts ([out, in] matrices, rotate-half RoPE, repeat_kv), one position at a time.
+
+Llama/Qwen2/Qwen3, GPT-2 and Gemma, each written out in full from the papers' and
+Hugging Face's definitions, sharing only the norms, RoPE and attention helpers."""
 
 from __future__ import annotations
 
@@ -47,6 +50,8 @@ def reference_logits(tensors: dict, cfg: dict, ids) -> np.ndarray:
     ids = list(ids)
     if cfg["architectures"][0] == "GPT2LMHeadModel":
         return _gpt2(t, cfg, ids)
+    if cfg["architectures"][0] == "GemmaForCausalLM":
+        return _gemma(t, cfg, ids)
     arch = cfg["architectures"][0]
     h, kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     hd = cfg.get("head_dim", cfg["hidden_size"] // h)
@@ -102,3 +107,33 @@ def _gpt2(t, cfg, ids):
         x = x + m @ t[p + "mlp.c_proj.weight"] + t[p + "mlp.c_proj.bias"]
     x = _ln(x, t[p0 + "ln_f.weight"], t[p0 + "ln_f.bias"], eps)
     return x @ t[p0 + "wte.weight"].T
+
+
+def _gemma(t, cfg, ids):
+    """Gemma: RMSNorm gain 1 + w, embedding times sqrt(D), GeGLU (tanh), tied head."""
+    d, h = cfg["hidden_size"], cfg["num_attention_heads"]
+    kv = cfg["num_key_value_heads"]
+    hd, eps, theta = cfg["head_dim"], cfg["rms_norm_eps"], cfg["rope_theta"]
+    n = len(ids)
+
+    def norm(x, w):
+        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * (1.0 + w)
+
+    x = t["model.embed_tokens.weight"][ids] * math.sqrt(d)
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        a = norm(x, t[p + "input_layernorm.weight"])
+        q = (a @ t[p + "self_attn.q_proj.weight"].T).reshape(n, h, hd)
+        k = (a @ t[p + "self_attn.k_proj.weight"].T).reshape(n, kv, hd)
+        v = (a @ t[p + "self_attn.v_proj.weight"].T).reshape(n, kv, hd)
+        q = np.stack([_rotate_half(q[s], float(s), theta) for s in range(n)])
+        k = np.stack([_rotate_half(k[s], float(s), theta) for s in range(n)])
+        k, v = np.repeat(k, h // kv, axis=1), np.repeat(v, h // kv, axis=1)
+        x = x + _attend(q, k, v) @ t[p + "self_attn.o_proj.weight"].T
+        a = norm(x, t[p + "post_attention_layernorm.weight"])
+        gate = _gelu_tanh(a @ t[p + "mlp.gate_proj.weight"].T)
+        up = a @ t[p + "mlp.up_proj.weight"].T
+        x = x + (gate * up) @ t[p + "mlp.down_proj.weight"].T
+    x = norm(x, t["model.norm.weight"])
+    head = t.get("lm_head.weight", t["model.embed_tokens.weight"])
+    return x @ head.T

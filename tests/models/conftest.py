@@ -4,12 +4,16 @@ import pytest
 
 from tests.models import _checkpoints as ck
 
+#: a fixed seed per kind: adding a kind leaves the others' weights as they were.
+SEEDS = {"gpt2": 0, "llama": 1, "qwen2": 2, "qwen3": 3, "gemma": 4}
+
 
 @pytest.fixture(scope="session")
 def tiny_dirs(tmp_path_factory):
-    """kind -> (directory, HF tensors, config dict) for llama, qwen2, qwen3, gpt2."""
+    """kind -> (directory, HF tensors, config dict) for every kind of ``ck.CONFIGS``."""
+    assert set(SEEDS) == set(ck.CONFIGS)
     out = {}
-    for seed, kind in enumerate(sorted(ck.CONFIGS)):
+    for kind, seed in SEEDS.items():
         d = tmp_path_factory.mktemp(f"hf_{kind}")
         shards = 2 if kind == "qwen3" else 1
         tensors = ck.write_hf(str(d), kind, seed=seed, shards=shards)

@@ -1,4 +1,4 @@
-"""JAX causal LMs (Llama family, Qwen2/3, GPT-2) and their checkpoint loaders.
+"""JAX causal LMs (Llama family, Qwen2/3, GPT-2, Gemma) and their checkpoint loaders.
 
 ``load_model("smollm2")`` gives the embedded SmolLM2-135M-Instruct; a path gives an
 HF-format directory or a GGUF file. ``forward`` returns per-position logits,

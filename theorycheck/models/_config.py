@@ -14,6 +14,9 @@ class Family(enum.StrEnum):
     LLAMA = "llama"
     #: pre-norm LayerNorm blocks, learned positions, fused qkv, GELU (tanh) MLP.
     GPT2 = "gpt2"
+    #: the Llama block with RMSNorm gain (1 + w), a GeGLU (tanh) MLP and the embedding
+    #: scaled by sqrt(D) (Gemma).
+    GEMMA = "gemma"
 
 
 class RopeLayout(enum.StrEnum):
@@ -39,7 +42,7 @@ class ModelConfig:
         head_dim: width of one head (not always D / H: Qwen3 uses 128).
         intermediate_size: width of the MLP.
         norm_eps: epsilon of RMSNorm / LayerNorm.
-        rope_theta: rotary base (llama family only).
+        rope_theta: rotary base (the rotary families: llama, gemma).
         rope_layout: :class:`RopeLayout` of the stored Q/K projections.
         qk_norm: RMSNorm on each query and key head before RoPE (Qwen3).
         attention_bias: biases on the q, k, v projections (Qwen2).
@@ -86,5 +89,11 @@ class ModelConfig:
                 f"num_heads = {self.num_heads} is not a multiple of "
                 f"num_kv_heads = {self.num_kv_heads}"
             )
-        if self.family is Family.LLAMA and self.head_dim % 2:
-            raise ValueError(f"head_dim = {self.head_dim} must be even for RoPE")
+        # the family modules import this one, so the table is read when it is used
+        from theorycheck.models._families import FAMILIES
+
+        if self.family not in FAMILIES:
+            raise ValueError(
+                f"ModelConfig.family = {self.family!r} is not one of {sorted(FAMILIES)}"
+            )
+        FAMILIES[self.family].validate(self)

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from theorycheck._errors import BadInput
-from theorycheck.models._config import Family, ModelConfig, RopeLayout
+from theorycheck.models._config import ModelConfig
+from theorycheck.models._families import FAMILIES
 from theorycheck.models._gguf_tokenizer import tokenizer_from_gguf_fields
 from theorycheck.models._hf import assemble
 from theorycheck.models._optional import require
@@ -17,33 +18,9 @@ from theorycheck.models._optional import require
 if TYPE_CHECKING:
     import gguf
 
-#: GGUF architecture -> (stored rotary layout, q/k norm). llama.cpp's converter
-#: permutes Llama's Q/K rows into adjacent pairs; Qwen models keep rotate-half (NEOX).
+#: ``general.architecture`` -> the family module that reads it.
 _ARCHITECTURES = {
-    "llama": (RopeLayout.INTERLEAVED, False),
-    "qwen2": (RopeLayout.HALF, False),
-    "qwen3": (RopeLayout.HALF, True),
-}
-_BLOCK = {
-    "attn_norm": ("blk.{i}.attn_norm.weight", False),
-    "wq": ("blk.{i}.attn_q.weight", True),
-    "wk": ("blk.{i}.attn_k.weight", True),
-    "wv": ("blk.{i}.attn_v.weight", True),
-    "wo": ("blk.{i}.attn_output.weight", True),
-    "bq": ("blk.{i}.attn_q.bias", False),
-    "bk": ("blk.{i}.attn_k.bias", False),
-    "bv": ("blk.{i}.attn_v.bias", False),
-    "q_norm": ("blk.{i}.attn_q_norm.weight", False),
-    "k_norm": ("blk.{i}.attn_k_norm.weight", False),
-    "mlp_norm": ("blk.{i}.ffn_norm.weight", False),
-    "w_gate": ("blk.{i}.ffn_gate.weight", True),
-    "w_up": ("blk.{i}.ffn_up.weight", True),
-    "w_down": ("blk.{i}.ffn_down.weight", True),
-}
-_TOP = {
-    "embed": ("token_embd.weight", False),
-    "final_norm": ("output_norm.weight", False),
-    "lm_head": ("output.weight", True),
+    arch: module for module in FAMILIES.values() for arch in module.gguf_architectures
 }
 
 _VERIFIED: dict[tuple, str] = {}
@@ -103,37 +80,8 @@ def _config(fields: dict, path: str) -> ModelConfig:
             f"{path}: unknown architecture {arch!r} in field "
             f"'general.architecture'; supported: {sorted(_ARCHITECTURES)}"
         )
-    layout, qk_norm = _ARCHITECTURES[arch]
-
-    def get(name, default=None, kind=int):
-        key = f"{arch}.{name}"
-        if key not in fields:
-            if default is None:
-                raise BadInput(f"{path}: missing field {key!r}")
-            return default
-        return kind(fields[key])
-
-    d, heads = get("embedding_length"), get("attention.head_count")
-    n_vocab = len(fields.get("tokenizer.ggml.tokens", ()))
     try:
-        return ModelConfig(
-            family=Family.LLAMA,
-            name=f"gguf:{arch}",
-            vocab_size=get("vocab_size", n_vocab or None),
-            hidden_size=d,
-            num_layers=get("block_count"),
-            num_heads=heads,
-            num_kv_heads=get("attention.head_count_kv", heads),
-            head_dim=get("attention.key_length", d // heads),
-            intermediate_size=get("feed_forward_length"),
-            norm_eps=get("attention.layer_norm_rms_epsilon", kind=float),
-            rope_theta=get("rope.freq_base", 10000.0, float),
-            rope_layout=layout,
-            qk_norm=qk_norm,
-            attention_bias="blk.0.attn_q.bias" in fields["_tensors"],
-            tie_embeddings="output.weight" not in fields["_tensors"],
-            max_positions=get("context_length", 2048),
-        )
+        return _ARCHITECTURES[arch].gguf_config(arch, fields, path)
     except ValueError as err:
         raise BadInput(f"{path}: {err}") from None
 
@@ -179,5 +127,6 @@ def load_gguf(path: str, *, expected_sha256: str | None = None, dtype=np.float32
                 f"({type(err).__name__}: {err})"
             ) from None
 
-    params = assemble(cfg, _TOP, _BLOCK, read, path, dtype)
+    top, block = FAMILIES[cfg.family].gguf_names
+    params = assemble(cfg, top, block, read, path, dtype)
     return cfg, params, tokenizer

@@ -12,96 +12,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from theorycheck._errors import BadInput
-from theorycheck.models._config import Family, ModelConfig
+from theorycheck.models._config import ModelConfig
+from theorycheck.models._families import FAMILIES
 from theorycheck.models._hf_config import read_hf_config
 from theorycheck.models._optional import require
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-#: our block key -> (HF tensor suffix under the layer prefix, transpose [out, in])
-_LLAMA_BLOCK = {
-    "attn_norm": ("input_layernorm.weight", False),
-    "wq": ("self_attn.q_proj.weight", True),
-    "wk": ("self_attn.k_proj.weight", True),
-    "wv": ("self_attn.v_proj.weight", True),
-    "wo": ("self_attn.o_proj.weight", True),
-    "mlp_norm": ("post_attention_layernorm.weight", False),
-    "w_gate": ("mlp.gate_proj.weight", True),
-    "w_up": ("mlp.up_proj.weight", True),
-    "w_down": ("mlp.down_proj.weight", True),
-}
-_LLAMA_BIAS = {
-    "bq": ("self_attn.q_proj.bias", False),
-    "bk": ("self_attn.k_proj.bias", False),
-    "bv": ("self_attn.v_proj.bias", False),
-}
-_LLAMA_QK_NORM = {
-    "q_norm": ("self_attn.q_norm.weight", False),
-    "k_norm": ("self_attn.k_norm.weight", False),
-}
-#: GPT-2 uses Conv1D, whose weights are already [in, out].
-_GPT2_BLOCK = {
-    "ln1_w": ("ln_1.weight", False),
-    "ln1_b": ("ln_1.bias", False),
-    "w_qkv": ("attn.c_attn.weight", False),
-    "b_qkv": ("attn.c_attn.bias", False),
-    "wo": ("attn.c_proj.weight", False),
-    "bo": ("attn.c_proj.bias", False),
-    "ln2_w": ("ln_2.weight", False),
-    "ln2_b": ("ln_2.bias", False),
-    "w_fc": ("mlp.c_fc.weight", False),
-    "b_fc": ("mlp.c_fc.bias", False),
-    "w_proj": ("mlp.c_proj.weight", False),
-    "b_proj": ("mlp.c_proj.bias", False),
-}
-
 
 def expected_shapes(cfg: ModelConfig) -> dict:
     """Per-layer shape of every parameter (blocks without the layer axis)."""
-    d, v, f = cfg.hidden_size, cfg.vocab_size, cfg.intermediate_size
-    q, kv = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
-    if cfg.family is Family.GPT2:
-        top = {
-            "embed": (v, d),
-            "pos_embed": (cfg.max_positions, d),
-            "final_norm": (d,),
-            "final_norm_b": (d,),
-        }
-        block = {
-            "ln1_w": (d,),
-            "ln1_b": (d,),
-            "w_qkv": (d, 3 * d),
-            "b_qkv": (3 * d,),
-            "wo": (d, d),
-            "bo": (d,),
-            "ln2_w": (d,),
-            "ln2_b": (d,),
-            "w_fc": (d, f),
-            "b_fc": (f,),
-            "w_proj": (f, d),
-            "b_proj": (d,),
-        }
-        return {"top": top, "block": block}
-    top = {"embed": (v, d), "final_norm": (d,)}
-    if not cfg.tie_embeddings:
-        top["lm_head"] = (d, v)
-    block = {
-        "attn_norm": (d,),
-        "wq": (d, q),
-        "wk": (d, kv),
-        "wv": (d, kv),
-        "wo": (q, d),
-        "mlp_norm": (d,),
-        "w_gate": (d, f),
-        "w_up": (d, f),
-        "w_down": (f, d),
-    }
-    if cfg.attention_bias:
-        block.update(bq=(q,), bk=(kv,), bv=(kv,))
-    if cfg.qk_norm:
-        block.update(q_norm=(cfg.head_dim,), k_norm=(cfg.head_dim,))
-    return {"top": top, "block": block}
+    return FAMILIES[cfg.family].shapes(cfg)
 
 
 def assemble(
@@ -201,7 +123,7 @@ def load_tokenizer_json(directory: str) -> Tokenizer:
 
 
 def load_hf(directory: str, *, dtype=np.float32):
-    """Loads an HF-format Llama/Qwen2/Qwen3/GPT-2 checkpoint directory.
+    """Loads an HF-format Llama/Qwen2/Qwen3/GPT-2/Gemma checkpoint directory.
 
     Args:
         directory: holds ``config.json``, ``*.safetensors`` and ``tokenizer.json``.
@@ -214,24 +136,7 @@ def load_hf(directory: str, *, dtype=np.float32):
     tokenizer = load_tokenizer_json(directory)
     files = _tensor_files(directory)
     handles: dict[str, object] = {}
-    if cfg.family is Family.GPT2:
-        names = {k.removeprefix("transformer."): k for k in files}
-        top = {
-            "embed": ("wte.weight", False),
-            "pos_embed": ("wpe.weight", False),
-            "final_norm": ("ln_f.weight", False),
-            "final_norm_b": ("ln_f.bias", False),
-        }
-        block = {k: (f"h.{{i}}.{n}", t) for k, (n, t) in _GPT2_BLOCK.items()}
-    else:
-        names = {k: k for k in files}
-        top = {
-            "embed": ("model.embed_tokens.weight", False),
-            "final_norm": ("model.norm.weight", False),
-            "lm_head": ("lm_head.weight", True),
-        }
-        table = {**_LLAMA_BLOCK, **_LLAMA_BIAS, **_LLAMA_QK_NORM}
-        block = {k: (f"model.layers.{{i}}.{n}", t) for k, (n, t) in table.items()}
+    names, top, block = FAMILIES[cfg.family].hf_names(files)
 
     def read(name: str) -> np.ndarray:
         full = names[name]

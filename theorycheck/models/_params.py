@@ -19,8 +19,8 @@ from jax import Array
 from jaxtyping import Float, Int
 
 from theorycheck._errors import BadInput
-from theorycheck.models._config import Family, ModelConfig
-from theorycheck.models._hf import expected_shapes
+from theorycheck.models._config import ModelConfig
+from theorycheck.models._families import FAMILIES
 from theorycheck.models._transformer import (
     Params,
     final_norm,
@@ -28,9 +28,6 @@ from theorycheck.models._transformer import (
     positions_and_mask,
     run_blocks,
 )
-
-#: keys outside ``blocks`` that belong to the top of the model (after the last block).
-_TOP_KEYS = {Family.LLAMA: ("final_norm",), Family.GPT2: ("final_norm", "final_norm_b")}
 
 
 def init_params(
@@ -40,7 +37,8 @@ def init_params(
 
     Matrices and embeddings are :math:`\mathcal N(0, \text{scale}^2)`, norm gains 1,
     biases 0 (the GPT-2 initialisation of Radford et al. 2019, without its depth
-    scaling).
+    scaling); the family says which key is which (Gemma stores its gains as offsets
+    from 1, so their arrays are 0).
 
     Args:
         config: the model to build.
@@ -60,7 +58,8 @@ def init_params(
         >>> params["blocks"]["wq"].shape
         (2, 8, 8)
     """
-    shapes = expected_shapes(config)
+    family = FAMILIES[config.family]
+    shapes = family.shapes(config)
     flat = {
         **shapes["top"],
         **{("blocks", k): (config.num_layers, *v) for k, v in shapes["block"].items()},
@@ -69,9 +68,10 @@ def init_params(
     params: dict = {"blocks": {}}
     for name, shape in flat.items():
         short = name[1] if isinstance(name, tuple) else name
-        if short.endswith("norm") or short.endswith("_w"):
+        kind = family.init_value(short)
+        if kind == "ones":
             value = jnp.ones(shape, dtype)
-        elif short.startswith("b") or short.endswith("_b"):
+        elif kind == "zeros":
             value = jnp.zeros(shape, dtype)
         else:
             value = scale * jr.normal(keys[name], shape, dtype)
@@ -117,7 +117,7 @@ def split_params(
     blocks = params["blocks"]
     trainable = {"blocks": jax.tree_util.tree_map(lambda a: a[cut:], blocks)}
     frozen = {"blocks": jax.tree_util.tree_map(lambda a: a[:cut], blocks)}
-    top = _TOP_KEYS[config.family] + (("lm_head",) if train_head else ())
+    top = FAMILIES[config.family].top_keys + (("lm_head",) if train_head else ())
     for key, value in params.items():
         if key != "blocks":
             (trainable if key in top else frozen)[key] = value
@@ -226,7 +226,7 @@ def logits_from_prefix(
     b, n, _ = hidden.shape
     blocks = trainable["blocks"]
     layers = jax.tree_util.tree_leaves(blocks)[0].shape[0]
-    heads = config.num_kv_heads if config.family is Family.LLAMA else config.num_heads
+    heads = FAMILIES[config.family].cache_heads(config)
     shape = (layers, g, p, heads, config.head_dim)
     empty = jnp.zeros(shape, prefix_hidden.dtype)
     positions, mask = positions_and_mask(prefix_mask, g, p)

@@ -1,15 +1,10 @@
 """The causal LM forward pass: embedding, ``lax.scan`` over stacked blocks, head.
 
 Parameters are a plain dict pytree (always passed as jit arguments, never baked in):
-
-* llama family: ``embed [V, D]``, ``final_norm [D]``, optional ``lm_head [D, V]`` and
-  ``blocks`` with a leading layer axis L: ``attn_norm [L, D]``, ``wq [L, D, H*d]``,
-  ``wk``/``wv [L, D, Hkv*d]``, ``wo [L, H*d, D]``, ``mlp_norm [L, D]``,
-  ``w_gate``/``w_up [L, D, F]``, ``w_down [L, F, D]``; Qwen2 adds ``bq``/``bk``/``bv``,
-  Qwen3 adds ``q_norm``/``k_norm [L, d]``.
-* GPT-2: ``embed``, ``pos_embed [P, D]``, ``final_norm``/``final_norm_b [D]`` and blocks
-  ``ln1_w, ln1_b, w_qkv [L, D, 3D], b_qkv, wo, bo, ln2_w, ln2_b, w_fc, b_fc, w_proj,
-  b_proj``.
+``embed``, the final norm, an untied ``lm_head`` where there is one, and ``blocks``,
+each array with a leading layer axis L. Which keys, and what one block computes, is the
+family's: ``_families.FAMILIES[config.family]`` (``_llama.py``, ``_gpt2.py``,
+``_gemma.py`` document their pytrees). This module dispatches through that table only.
 
 Matrices are stored ``[in, out]`` (``y = x @ W``); loaders transpose ``[out, in]``.
 """
@@ -26,66 +21,11 @@ from jax.typing import ArrayLike
 from jaxtyping import Bool, Float, Int
 
 from theorycheck._errors import BadInput
-from theorycheck.models._config import Family, ModelConfig
-from theorycheck.models._layers import (
-    accumulation_dtype,
-    attention,
-    layer_norm,
-    lift,
-    rms_norm,
-    rope,
-)
+from theorycheck.models._config import ModelConfig
+from theorycheck.models._families import FAMILIES
+from theorycheck.models._layers import accumulation_dtype
 
 Params = dict
-
-
-def _llama_block(cfg: ModelConfig, p, x, positions, mask, kv):
-    b, s, _ = x.shape
-    h = rms_norm(x, p["attn_norm"], cfg.norm_eps)
-    q, k, v = h @ p["wq"], h @ p["wk"], h @ p["wv"]
-    if cfg.attention_bias:
-        q, k, v = q + lift(p["bq"], 3), k + lift(p["bk"], 3), v + lift(p["bv"], 3)
-    q = q.reshape(b, s, cfg.num_heads, cfg.head_dim)
-    k = k.reshape(b, s, cfg.num_kv_heads, cfg.head_dim)
-    v = v.reshape(b, s, cfg.num_kv_heads, cfg.head_dim)
-    if cfg.qk_norm:
-        q = rms_norm(q, p["q_norm"], cfg.norm_eps)
-        k = rms_norm(k, p["k_norm"], cfg.norm_eps)
-    q = rope(q, positions, cfg.rope_theta, cfg.rope_layout)
-    k = rope(k, positions, cfg.rope_theta, cfg.rope_layout)
-    k, v, new_kv = _use_cache(k, v, kv)
-    x = x + attention(q, k, v, mask) @ p["wo"]
-    h = rms_norm(x, p["mlp_norm"], cfg.norm_eps)
-    x = x + (jax.nn.silu(h @ p["w_gate"]) * (h @ p["w_up"])) @ p["w_down"]
-    return x, new_kv
-
-
-def _gpt2_block(cfg: ModelConfig, p, x, positions, mask, kv):
-    b, s, d = x.shape
-    h = layer_norm(x, p["ln1_w"], p["ln1_b"], cfg.norm_eps)
-    qkv = h @ p["w_qkv"] + lift(p["b_qkv"], 3)
-    q, k, v = (
-        t.reshape(b, s, cfg.num_heads, cfg.head_dim) for t in jnp.split(qkv, 3, axis=-1)
-    )
-    k, v, new_kv = _use_cache(k, v, kv)
-    x = x + attention(q, k, v, mask) @ p["wo"] + lift(p["bo"], 3)
-    h = layer_norm(x, p["ln2_w"], p["ln2_b"], cfg.norm_eps)
-    h = jax.nn.gelu(h @ p["w_fc"] + lift(p["b_fc"], 3), approximate=True)
-    return x + h @ p["w_proj"] + lift(p["b_proj"], 3), new_kv
-
-
-_BLOCKS = {Family.LLAMA: _llama_block, Family.GPT2: _gpt2_block}
-
-
-def _use_cache(k, v, kv):
-    """Writes this step's keys/values into the layer's cache at ``index``."""
-    if kv is None:
-        return k, v, None
-    k_cache, v_cache, index = kv
-    start = (0, index, 0, 0)
-    k_cache = jax.lax.dynamic_update_slice(k_cache, k.astype(k_cache.dtype), start)
-    v_cache = jax.lax.dynamic_update_slice(v_cache, v.astype(v_cache.dtype), start)
-    return k_cache, v_cache, (k_cache, v_cache)
 
 
 def run_blocks(blocks, cfg: ModelConfig, x, positions, mask, cache=None):
@@ -102,7 +42,7 @@ def run_blocks(blocks, cfg: ModelConfig, x, positions, mask, cache=None):
     Returns:
         ``(x, (k, v))`` with the updated caches, or ``(x, None)`` without a cache.
     """
-    block = functools.partial(_BLOCKS[cfg.family], cfg)
+    block = functools.partial(FAMILIES[cfg.family].block, cfg)
     if cache is None:
         x, _ = jax.lax.scan(
             lambda x, p: (block(p, x, positions, mask, None)[0], None), x, blocks
@@ -119,18 +59,14 @@ def run_blocks(blocks, cfg: ModelConfig, x, positions, mask, cache=None):
 
 
 def embed(params: Params, cfg: ModelConfig, tokens, positions) -> Array:
-    """Token (plus learned position, GPT-2) embedding, ``[batch, seq, D]``."""
-    x = jnp.take(params["embed"], tokens, axis=0)
-    if cfg.family is Family.GPT2:
-        x = x + jnp.take(params["pos_embed"], positions, axis=0)
-    return x
+    """The family's embedding (token, plus learned positions for GPT-2, times
+    sqrt(D) for Gemma), ``[batch, seq, D]``."""
+    return FAMILIES[cfg.family].embed(params, cfg, tokens, positions)
 
 
 def final_norm(params: Params, cfg: ModelConfig, x) -> Array:
-    """The final norm: the head's input, ``[batch, seq, D]``."""
-    if cfg.family is Family.GPT2:
-        return layer_norm(x, params["final_norm"], params["final_norm_b"], cfg.norm_eps)
-    return rms_norm(x, params["final_norm"], cfg.norm_eps)
+    """The family's final norm: the head's input, ``[batch, seq, D]``."""
+    return FAMILIES[cfg.family].final_norm(params, cfg, x)
 
 
 def unembed(params: Params, cfg: ModelConfig, x) -> Array:
@@ -264,7 +200,7 @@ def forward(
 
     References:
         Touvron et al. 2023 (Llama), Radford et al. 2019 (GPT-2); Qwen2/Qwen3 add
-        q/k/v biases and q/k RMSNorm to the Llama block.
+        q/k/v biases and q/k RMSNorm to the Llama block; Gemma Team 2024 (Gemma).
     """
     check_tokens(tokens, config)
     return _forward(params, config, jnp.asarray(tokens), attention_mask)

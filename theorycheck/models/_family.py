@@ -1,0 +1,140 @@
+"""What a model family is: the record each family module fills in, and its helpers.
+
+One module per family (``_llama.py``, ``_gpt2.py``, ``_gemma.py``) builds one
+:class:`FamilyModule`: the block, the embedding and the final norm, the parameter
+shapes and their initial values, the Hugging Face tensor names and ``config.json``
+fields, and (where llama.cpp has a converter) the GGUF names. ``_families.FAMILIES``
+maps each :class:`~theorycheck.models.Family` to its module's record; the forward pass,
+the parameter helpers and the loaders dispatch through that table only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+
+import jax
+
+from theorycheck._errors import BadInput
+from theorycheck.models._config import Family, ModelConfig
+
+#: our key -> (tensor name, or a template with ``{i}`` for a block tensor; transpose)
+Names = dict[str, tuple[str, bool]]
+
+
+@dataclasses.dataclass(frozen=True)
+class FamilyModule:
+    """Everything the rest of ``theorycheck.models`` knows about one block structure.
+
+    Attributes:
+        family: the :class:`Family` it implements.
+        block: ``(cfg, p, x, positions, mask, kv) -> (x, new_kv)``: one block on the
+            residual stream ``x [batch, seq, D]``, ``p`` the layer's slice of
+            ``params["blocks"]``; ``kv`` is None or ``(k_cache, v_cache, index)``
+            (see :func:`write_cache`).
+        embed: ``(params, cfg, tokens, positions) -> x [batch, seq, D]``.
+        final_norm: ``(params, cfg, x) -> x``: the head's input.
+        shapes: ``cfg -> {"top": {key: shape}, "block": {key: shape}}``, blocks
+            without the layer axis; the parameter pytree has exactly these keys.
+        top_keys: keys outside ``blocks`` that sit after the last block (trained with
+            the top blocks by ``split_params``).
+        init_value: key -> ``"ones"``, ``"zeros"`` or ``"normal"`` (``init_params``).
+        cache_heads: ``cfg -> `` the number of key/value heads a KV cache holds.
+        hf_architectures: the ``config.json`` ``architectures`` names it reads.
+        hf_required: ``config.json`` field -> the values this implementation
+            computes (a missing field counts as supported); overrides the shared table
+            of ``_hf_config``.
+        hf_config: ``(arch, fields, raw, path) -> ModelConfig`` from ``config.json``.
+        hf_names: tensor names in the files -> ``(short -> full name, top, block)``.
+        gguf_architectures: ``general.architecture`` values of GGUF files it reads.
+        gguf_config: ``(arch, fields, path) -> ModelConfig`` from GGUF metadata.
+        gguf_names: ``(top, block)`` GGUF tensor names.
+        validate: raises ``ValueError`` for a config the block cannot run.
+    """
+
+    family: Family
+    block: Callable
+    embed: Callable
+    final_norm: Callable
+    shapes: Callable[[ModelConfig], dict]
+    top_keys: tuple[str, ...]
+    init_value: Callable[[str], str]
+    cache_heads: Callable[[ModelConfig], int]
+    hf_architectures: tuple[str, ...]
+    hf_required: Mapping[str, tuple]
+    hf_config: Callable[..., ModelConfig]
+    hf_names: Callable[[Iterable[str]], tuple[dict, Names, Names]]
+    gguf_architectures: tuple[str, ...] = ()
+    gguf_config: Callable[..., ModelConfig] | None = None
+    gguf_names: tuple[Names, Names] | None = None
+    validate: Callable[[ModelConfig], None] = lambda cfg: None
+
+
+def default_init(key: str) -> str:
+    """Norm gains (``*norm``, ``*_w``) 1, biases (``b*``, ``*_b``) 0, others normal."""
+    if key.endswith("norm") or key.endswith("_w"):
+        return "ones"
+    if key.startswith("b") or key.endswith("_b"):
+        return "zeros"
+    return "normal"
+
+
+def write_cache(k, v, kv):
+    """Writes this step's keys/values into the layer's cache at ``index``.
+
+    Args:
+        k: ``[batch, seq, Hkv, d]`` this step's keys.
+        v: the values, same shape.
+        kv: None (no cache), or ``(k_cache, v_cache, index)`` with caches
+            ``[batch, keys, Hkv, d]``.
+
+    Returns:
+        ``(k, v, None)`` without a cache; else the updated caches twice (to attend
+        over, and to return from the block) as ``(k_cache, v_cache, (k_cache,
+        v_cache))``.
+    """
+    if kv is None:
+        return k, v, None
+    k_cache, v_cache, index = kv
+    start = (0, index, 0, 0)
+    k_cache = jax.lax.dynamic_update_slice(k_cache, k.astype(k_cache.dtype), start)
+    v_cache = jax.lax.dynamic_update_slice(v_cache, v.astype(v_cache.dtype), start)
+    return k_cache, v_cache, (k_cache, v_cache)
+
+
+class ConfigFields:
+    """Typed, strict access to the fields of a parsed ``config.json``.
+
+    Args:
+        raw: the parsed JSON object.
+        path: the file it came from (for error messages).
+    """
+
+    def __init__(self, raw: dict, path: str):
+        self.raw, self.path = raw, path
+
+    def get(self, name: str, default=None, *, kind=int, required=False):
+        """Field ``name`` as ``kind`` (int, float or bool); ``default`` when absent.
+
+        Raises :class:`BadInput` naming the file and field when it is missing and
+        ``required``, or of the wrong type.
+        """
+        if name not in self.raw or self.raw[name] is None:
+            if required:
+                raise BadInput(f"{self.path}: missing field {name!r}")
+            return default
+        value = self.raw[name]
+        ok = (
+            isinstance(value, bool)
+            if kind is bool
+            else (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and (kind is float or float(value).is_integer())
+            )
+        )
+        if not ok:
+            raise BadInput(
+                f"{self.path}: field {name!r} = {value!r} is not a {kind.__name__}"
+            )
+        return kind(value)
