@@ -6,44 +6,59 @@ import pytest
 
 from theorycheck.convexity._combine import combine
 from theorycheck.convexity._types import (
-    MethodResult,
     Scope,
     Stage,
-    Status,
+    StageRecord,
+    StageStatus,
     Verdict,
 )
 
 CE = {"logits": [0.0, 0.0, 0.0], "direction": [1.0, -1.0, 0.0], "curvature": -0.5}
 
 
-def structure(status=Status.PROVED, condition="always", claim=None):
-    claim = claim or (Scope.every(2) if status is Status.PROVED else Scope.every(3))
-    decided = Scope.of(3, 4) if status in (Status.PROVED, Status.REFUTED) else Scope()
-    ce = CE if status is Status.REFUTED else None
-    return MethodResult(
+def structure(status=StageStatus.PROVED, condition="always", claim=None):
+    claim = claim or (
+        Scope.every(2) if status is StageStatus.PROVED else Scope.every(3)
+    )
+    decided = (
+        Scope.of(3, 4)
+        if status in (StageStatus.PROVED, StageStatus.REFUTED)
+        else Scope()
+    )
+    ce = CE if status is StageStatus.REFUTED else None
+    return StageRecord(
         "structure", status, "d", Stage.STRUCTURE, claim, decided, ce, condition
     )
 
 
 def invariance(same=True):
-    status = Status.CONFIRMED if same else Status.UNKNOWN
-    return MethodResult("vocab invariance", status, "d", Stage.INVARIANCE)
+    status = StageStatus.CONFIRMED if same else StageStatus.UNKNOWN
+    return StageRecord("vocab invariance", status, "d", Stage.INVARIANCE)
 
 
 def z3(v, status):
-    scope = Scope.of(v) if status in (Status.PROVED, Status.REFUTED) else Scope()
-    ce = CE if status is Status.REFUTED else None
-    return MethodResult(f"z3 V={v}", status, "d", Stage.FORMAL, scope, scope, ce)
+    scope = (
+        Scope.of(v) if status in (StageStatus.PROVED, StageStatus.REFUTED) else Scope()
+    )
+    ce = CE if status is StageStatus.REFUTED else None
+    return StageRecord(f"z3 V={v}", status, "d", Stage.FORMAL, scope, scope, ce)
 
 
 def search(v=None, samples=832):
     if v is None:
-        return MethodResult(
-            "numeric search", Status.UNKNOWN, "d", Stage.SEARCH, samples=samples
+        return StageRecord(
+            "numeric search", StageStatus.UNKNOWN, "d", Stage.SEARCH, samples=samples
         )
     s = Scope.of(v)
-    return MethodResult(
-        "numeric search", Status.REFUTED, "d", Stage.SEARCH, s, s, CE, samples=samples
+    return StageRecord(
+        "numeric search",
+        StageStatus.REFUTED,
+        "d",
+        Stage.SEARCH,
+        s,
+        s,
+        CE,
+        samples=samples,
     )
 
 
@@ -67,7 +82,7 @@ def test_structure_proof_for_every_v_needs_one_program():
 
 
 def test_counterexample_wins_over_a_proof_and_names_the_contradiction():
-    recs = [structure(), invariance(True), z3(3, Status.PROVED), search(5)]
+    recs = [structure(), invariance(True), z3(3, StageStatus.PROVED), search(5)]
     out = combine(recs, Scope.of(3, 5))
     assert out.verdict is Verdict.NOT_CONVEX and str(out.scope) == "V = 5"
     assert out.counterexample == CE
@@ -83,7 +98,7 @@ def test_restricted_proof_does_not_conflict_with_a_counterexample_elsewhere():
     recs = [structure(), invariance(False), search(5)]
     out = combine(recs, Scope.of(3, 5))
     assert out.verdict is Verdict.NOT_CONVEX and str(out.scope) == "V = 5"
-    assert not [m for m in out.methods if m.status is Status.CONFLICT]
+    assert not [m for m in out.methods if m.status is StageStatus.CONFLICT]
     notes = [m.detail for m in out.methods if m.method == "consistency"]
     assert notes == [
         "the structure's region (always) holds at V in {3, 4}, sampled token k = 0 "
@@ -94,7 +109,7 @@ def test_restricted_proof_does_not_conflict_with_a_counterexample_elsewhere():
 
 
 def test_structural_refutation_scope_follows_invariance():
-    ref = structure(Status.REFUTED, "pi_k >= 1/2 (V >= 3)")
+    ref = structure(StageStatus.REFUTED, "pi_k >= 1/2 (V >= 3)")
     out = combine([ref, invariance(True), search()], Scope.of(3))
     assert out.verdict is Verdict.NOT_CONVEX and str(out.scope) == "all V >= 3"
     assert out.condition == "pi_k >= 1/2 (V >= 3)"
@@ -103,13 +118,17 @@ def test_structural_refutation_scope_follows_invariance():
 
 
 def test_z3_proof_alone_is_convex_at_its_v():
-    recs = [structure(Status.UNKNOWN, None), invariance(), z3(3, Status.PROVED)]
+    recs = [
+        structure(StageStatus.UNKNOWN, None),
+        invariance(),
+        z3(3, StageStatus.PROVED),
+    ]
     out = combine(recs + [search()], Scope.of(3))
     assert out.verdict is Verdict.CONVEX and str(out.scope) == "V = 3"
 
 
 def test_kinks_block_a_proof():
-    kink = MethodResult("kinks", Status.UNKNOWN, "d", Stage.KINKS)
+    kink = StageRecord("kinks", StageStatus.UNKNOWN, "d", Stage.KINKS)
     out = combine([structure(), invariance(), kink, search()], Scope.of(3))
     assert out.verdict is Verdict.UNKNOWN and out.condition is None
     assert "kinks" in out.reason and "832 samples" in out.reason
@@ -118,9 +137,12 @@ def test_kinks_block_a_proof():
 @pytest.mark.parametrize(
     "records,needle",
     [
-        ([structure(Status.UNKNOWN, None), z3(3, Status.UNKNOWN)], "undecided"),
         (
-            [MethodResult("symbolic", Status.SKIPPED, "sort", Stage.STRUCTURE)],
+            [structure(StageStatus.UNKNOWN, None), z3(3, StageStatus.UNKNOWN)],
+            "undecided",
+        ),
+        (
+            [StageRecord("symbolic", StageStatus.SKIPPED, "sort", Stage.STRUCTURE)],
             "no prover could run (sort)",
         ),
     ],
@@ -133,31 +155,33 @@ def test_unknown_says_which(records, needle):
 
 
 def test_unknown_never_prints_always_or_never():
-    out = combine([structure(Status.UNKNOWN, "always (V >= 3)"), search()], Scope.of(3))
+    out = combine(
+        [structure(StageStatus.UNKNOWN, "always (V >= 3)"), search()], Scope.of(3)
+    )
     assert out.verdict is Verdict.UNKNOWN and out.condition is None
 
 
 def test_enums_serialise_as_plain_strings():
-    rec = z3(3, Status.PROVED)
+    rec = z3(3, StageStatus.PROVED)
     assert rec.to_json() == {"method": "z3 V=3", "status": "proved", "detail": "d"}
     assert Verdict.NOT_CONVEX == "not_convex" and f"{Verdict.CONVEX}" == "convex"
 
 
 def test_result_families_are_enum_members():
-    from theorycheck.convexity import ConvexityResult, Family
+    from theorycheck.convexity import ConvexityResult, StructureFamily
 
     res = ConvexityResult("x", Verdict.CONVEX, "", [], None, None, {})
     assert res.families == ()
     res.family = "cross_entropy+regression"
-    assert res.families == (Family.CROSS_ENTROPY, Family.REGRESSION)
+    assert res.families == (StructureFamily.CROSS_ENTROPY, StructureFamily.REGRESSION)
     res.family = "sampled_token+affine"  # a name the enum does not know: kept as text
-    assert res.families == (Family.SAMPLED_TOKEN, "affine")
+    assert res.families == (StructureFamily.SAMPLED_TOKEN, "affine")
 
 
 def test_a_refutation_without_its_counterexample_does_not_count():
-    bare = MethodResult(
+    bare = StageRecord(
         "structure",
-        Status.REFUTED,
+        StageStatus.REFUTED,
         "d",
         Stage.STRUCTURE,
         Scope.every(3),
@@ -166,5 +190,5 @@ def test_a_refutation_without_its_counterexample_does_not_count():
     out = combine([bare, invariance(), search()], Scope.of(3))
     assert out.verdict is Verdict.UNKNOWN
     # z3 refutations are exact by construction: one without a float64 copy counts
-    out = combine([z3(3, Status.REFUTED), search()], Scope.of(3))
+    out = combine([z3(3, StageStatus.REFUTED), search()], Scope.of(3))
     assert out.verdict is Verdict.NOT_CONVEX

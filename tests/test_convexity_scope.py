@@ -24,7 +24,7 @@ from theorycheck.convexity._combine import combine
 from theorycheck.convexity._genericity import analyse, one_program
 from theorycheck.convexity._invariance import program_text_of, same_program
 from theorycheck.convexity._resolve import build_inputs, resolve
-from theorycheck.convexity._types import MethodResult, Scope, Stage, Status, Verdict
+from theorycheck.convexity._types import Scope, Stage, StageRecord, StageStatus, Verdict
 
 EX = pathlib.Path(__file__).resolve().parents[1] / "examples" / "losses"
 ADV = f"{EX / 'adversarial.py'}"
@@ -126,10 +126,10 @@ def test_positive_curvature_in_both_routes_is_never_a_counterexample():
     rec = st.recheck_stage(
         resolved.loss, [0.0, 0.0, 0.0], [1.0, -1.0, 0.0], inputs, "z"
     )
-    assert rec.status is Status.UNCONFIRMED and rec.counterexample["positive"]
-    refuted = MethodResult(
+    assert rec.status is StageStatus.UNCONFIRMED and rec.counterexample["positive"]
+    refuted = StageRecord(
         "structure",
-        Status.REFUTED,
+        StageStatus.REFUTED,
         "d",
         Stage.STRUCTURE,
         Scope.every(3),
@@ -141,21 +141,21 @@ def test_positive_curvature_in_both_routes_is_never_a_counterexample():
 
 
 def _rec(stage, status, scope, tokens):
-    return MethodResult("m", status, "d", stage, scope, scope, tokens=tokens)
+    return StageRecord("m", status, "d", stage, scope, scope, tokens=tokens)
 
 
 def test_tokens_extend_only_beside_the_relabelling_argument():
-    proof = _rec(Stage.FORMAL, Status.PROVED, Scope.of(3), frozenset({0}))
-    tokens = MethodResult("sampled tokens", Status.CONFIRMED, "d", Stage.TOKENS)
+    proof = _rec(Stage.FORMAL, StageStatus.PROVED, Scope.of(3), frozenset({0}))
+    tokens = StageRecord("sampled tokens", StageStatus.CONFIRMED, "d", Stage.TOKENS)
     out = combine([proof], Scope.of(3))
     assert out.verdict is Verdict.CONVEX and out.text == "V = 3, sampled token k = 0"
     out = combine([proof, tokens], Scope.of(3))
     assert out.text == "V = 3, every sampled token"
     # a proof at k = 0 and a counterexample at k = 2 do not contradict each other
     ce = {"curvature": -1.0}
-    ref = MethodResult(
+    ref = StageRecord(
         "numeric search",
-        Status.REFUTED,
+        StageStatus.REFUTED,
         "d",
         Stage.SEARCH,
         Scope.of(3),
@@ -170,7 +170,7 @@ def test_tokens_extend_only_beside_the_relabelling_argument():
     assert not any(m.stage is Stage.CONSISTENCY for m in out.methods)
     # all three tokens at V = 3 decided: every token at V = 3
     proofs = [
-        _rec(Stage.FORMAL, Status.PROVED, Scope.of(3), frozenset({k}))
+        _rec(Stage.FORMAL, StageStatus.PROVED, Scope.of(3), frozenset({k}))
         for k in (0, 1, 2)
     ]
     assert combine(proofs, Scope.of(3)).text == "V = 3, every sampled token"

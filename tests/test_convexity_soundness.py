@@ -11,7 +11,7 @@ import pytest
 from theorycheck import BadInput
 from theorycheck.convexity import _search, _stages, check_convexity
 from theorycheck.convexity._resolve import build_inputs, resolve
-from theorycheck.convexity._types import MethodResult, Scope, Stage, Status
+from theorycheck.convexity._types import Scope, Stage, StageRecord, StageStatus
 
 HEADER = "import jax\nimport jax.numpy as jnp\n\n"
 
@@ -120,9 +120,9 @@ def test_a_wrong_proof_is_withdrawn_by_a_rechecked_counterexample(
 
     def wrong_prover(*args, **kwargs):  # claims convex for every V, "always"
         _, out, used = real(*args, **kwargs)
-        fake = MethodResult(
+        fake = StageRecord(
             "structure",
-            Status.PROVED,
+            StageStatus.PROVED,
             "a deliberately wrong proof",
             Stage.STRUCTURE,
             Scope.every(2),

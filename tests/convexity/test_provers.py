@@ -24,7 +24,7 @@ from theorycheck import bridge
 from theorycheck.convexity import _chord, _dcp
 from theorycheck.convexity._combine import combine
 from theorycheck.convexity._genericity import one_program
-from theorycheck.convexity._types import MethodResult, Scope, Stage, Status, Verdict
+from theorycheck.convexity._types import Scope, Stage, StageRecord, StageStatus, Verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -144,7 +144,7 @@ def test_chord_refutes_the_kinked_losses(name):
     rec = _chord.chord_stage(
         loss, [2, 3], lambda v: [0, v - 1], _no_inputs, {}, num_pairs=512
     )
-    assert rec.status is Status.REFUTED, rec.detail
+    assert rec.status is StageStatus.REFUTED, rec.detail
     ce = rec.counterexample
     assert ce["gap"] > 0 and ce["kind"] == "chord"
     # independent float64 re-check at the counterexample's own a, b, V and k
@@ -158,7 +158,7 @@ def test_chord_never_refutes_a_convex_loss(name):
     rec = _chord.chord_stage(
         _loss(name), [3], lambda v: [0], _no_inputs, {}, num_pairs=512
     )
-    assert rec.status is not Status.REFUTED, rec.detail
+    assert rec.status is not StageStatus.REFUTED, rec.detail
 
 
 def test_chord_does_not_run_beside_a_detached_value_of_the_logits():
@@ -172,7 +172,7 @@ def test_chord_does_not_run_beside_a_detached_value_of_the_logits():
     rec = _chord.chord_stage(
         one_program(weighted), [3], lambda v: [0], _no_inputs, {}, num_pairs=64
     )
-    assert rec.status is Status.SKIPPED and "stop_gradient" in rec.detail
+    assert rec.status is StageStatus.SKIPPED and "stop_gradient" in rec.detail
     assert _chord.frozen_logit_values(_loss("capped_ce"), 3, {}) == []
     assert _chord.frozen_logit_values(_loss("weighted_lse"), 3, {}) == []
 
@@ -236,18 +236,18 @@ def test_bridge_translates_cond_switch_scan_and_atan():
 
 
 def _rec(stage, status, **kw):
-    return MethodResult("m", status, "", stage, **kw)
+    return StageRecord("m", status, "", stage, **kw)
 
 
 def test_combine_a_composition_proof_stands_beside_kinks():
     every = Scope.every(2)
     recs = [
-        _rec(Stage.STRUCTURE, Status.PROVED, scope=every, decided=Scope.of(3, 4)),
-        _rec(Stage.INVARIANCE, Status.CONFIRMED),
-        _rec(Stage.KINKS, Status.UNKNOWN),
+        _rec(Stage.STRUCTURE, StageStatus.PROVED, scope=every, decided=Scope.of(3, 4)),
+        _rec(Stage.INVARIANCE, StageStatus.CONFIRMED),
+        _rec(Stage.KINKS, StageStatus.UNKNOWN),
     ]
     assert combine(recs, Scope.of(3)).verdict is Verdict.UNKNOWN
-    dcp = _rec(Stage.DCP, Status.PROVED, scope=every, decided=every, tokens=None)
+    dcp = _rec(Stage.DCP, StageStatus.PROVED, scope=every, decided=every, tokens=None)
     out = combine([*recs, dcp], Scope.of(3))
     assert out.verdict is Verdict.CONVEX
     assert out.text == "all V >= 2, every sampled token"
@@ -256,10 +256,12 @@ def test_combine_a_composition_proof_stands_beside_kinks():
 def test_combine_a_chord_refutation_wins_over_a_proof():
     ce = {"logits": [0.0, 0.0], "direction": [1.0, 0.0], "curvature": -1.0}
     recs = [
-        _rec(Stage.STRUCTURE, Status.PROVED, scope=Scope.of(3), decided=Scope.of(3)),
+        _rec(
+            Stage.STRUCTURE, StageStatus.PROVED, scope=Scope.of(3), decided=Scope.of(3)
+        ),
         _rec(
             Stage.CHORD,
-            Status.REFUTED,
+            StageStatus.REFUTED,
             scope=Scope.of(3),
             decided=Scope.of(3),
             counterexample=ce,
@@ -283,7 +285,7 @@ def test_chord_does_not_run_beside_a_shift_that_does_not_cancel():
     rec = _chord.chord_stage(
         one_program(shifted), [3], lambda v: [0], _no_inputs, {}, num_pairs=256
     )
-    assert rec.status is Status.SKIPPED and "stop_gradient" in rec.detail
+    assert rec.status is StageStatus.SKIPPED and "stop_gradient" in rec.detail
 
 
 def test_dcp_reads_a_function_named_logaddexp_through_its_body():

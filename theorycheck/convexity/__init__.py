@@ -1,5 +1,5 @@
 """Logits-convexity checker: stages (structure, vocabulary invariance, formal, search,
-float64 re-check) that each return a ``MethodResult``, and one pure combiner."""
+float64 re-check) that each return a ``StageRecord``, and one pure combiner."""
 
 from theorycheck.convexity._check import (
     ConvexityResult,
@@ -10,22 +10,22 @@ from theorycheck.convexity._check import (
 from theorycheck.convexity._combine import Decision, combine
 from theorycheck.convexity._report import write_report
 from theorycheck.convexity._types import (
-    Family,
-    MethodResult,
     Scope,
     Stage,
-    Status,
+    StageRecord,
+    StageStatus,
+    StructureFamily,
     Verdict,
 )
 
 __all__ = [
     "ConvexityResult",
     "Decision",
-    "Family",
-    "MethodResult",
+    "StructureFamily",
+    "StageRecord",
     "Scope",
     "Stage",
-    "Status",
+    "StageStatus",
     "Verdict",
     "check_convexity",
     "combine",

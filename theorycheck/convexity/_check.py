@@ -33,7 +33,13 @@ from theorycheck.convexity._combine import combine
 from theorycheck.convexity._dcp import dcp_records
 from theorycheck.convexity._resolve import ResolvedLoss, build_inputs, resolve
 from theorycheck.convexity._sanity import sanity_check, shape_check
-from theorycheck.convexity._types import Family, MethodResult, Scope, Status, Verdict
+from theorycheck.convexity._types import (
+    Scope,
+    StageRecord,
+    StageStatus,
+    StructureFamily,
+    Verdict,
+)
 
 __all__ = ["ConvexityResult", "check_convexity", "local_check", "sanity_check"]
 
@@ -66,12 +72,12 @@ class ConvexityResult:
     structure: Any = None
 
     @property
-    def families(self) -> tuple[Family | str, ...]:
-        """The structural family names (``Family`` members; a name the enum does not
-        know yet is kept as text)."""
+    def families(self) -> tuple[StructureFamily | str, ...]:
+        """The structural family names (``StructureFamily`` members; a name the enum
+        does not know yet is kept as text)."""
         names = self.family.split("+") if self.family else []
-        known = {f.value for f in Family}
-        return tuple(Family(n) if n in known else n for n in names)
+        known = {f.value for f in StructureFamily}
+        return tuple(StructureFamily(n) if n in known else n for n in names)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -110,7 +116,7 @@ def _check_args(vocab, timeout_s: float, num_starts: int) -> None:
 def _structure_records(rec, out, resolved, inputs, record):
     """The structure record, and the float64 re-check of its witness (at V = 3, a V
     it derived; a witness with positive curvature in both routes withdraws it)."""
-    if rec.status is not Status.REFUTED or out.witness is None:
+    if rec.status is not StageStatus.REFUTED or out.witness is None:
         return [rec]
     from theorycheck.convexity._structural import witness
 
@@ -152,20 +158,20 @@ def _formal_records(resolved, inputs, vocab, tokens, out, budget, timeout_s, rec
             stage(f"formal: z3 at V = {v}, k = {k}")
             if out.timed_out and v in (3, 4) and k == 0:
                 records.append(
-                    MethodResult(name, Status.UNKNOWN, timed_out, st.Stage.FORMAL)
+                    StageRecord(name, StageStatus.UNKNOWN, timed_out, st.Stage.FORMAL)
                 )
                 continue
             if out.failed or (k == 0 and out.unsupported_at == v):
                 # the same translation would fail again
                 detail = "the symbolic translation failed (see above)"
                 records.append(
-                    MethodResult(name, Status.SKIPPED, detail, st.Stage.FORMAL)
+                    StageRecord(name, StageStatus.SKIPPED, detail, st.Stage.FORMAL)
                 )
                 continue
             frec, fout = st.formal_stage(
                 derive_at(k), v, budget, timeout_ms, timed_out, k
             )
-            if frec.status is Status.REFUTED:
+            if frec.status is StageStatus.REFUTED:
                 records += _formal_refutation(
                     frec, fout, resolved, inputs, v, k, seen, record
                 )
@@ -218,7 +224,7 @@ def _symbolic_stages(
     rec, out, used = st.structure_finish(pending, budget, SYMBOLIC_BUDGET_FACTOR)
     budget = Deadline.after(budget.seconds, used - overlap)
     records = _structure_records(rec, out, resolved, inputs, record)
-    if out.derived or rec.status not in (Status.PROVED, Status.REFUTED):
+    if out.derived or rec.status not in (StageStatus.PROVED, StageStatus.REFUTED):
         records += _formal_records(
             resolved, inputs, vocab, tokens, out, budget, timeout_s, record
         )
@@ -321,7 +327,9 @@ def check_convexity(
     records[1:1] = generic
     records.append(searched_rec)
     if out.derived.get(3) is not None and any(
-        r.status is Status.PROVED for r in records if r.stage in ("structure", "formal")
+        r.status is StageStatus.PROVED
+        for r in records
+        if r.stage in ("structure", "formal")
     ):
         records += [
             r

@@ -13,10 +13,11 @@ The search evaluates the loss in float64 at many random pairs (logits of several
 scales, near-ties where kinks are, short and long chords), at each searched V and
 sampled token k, one compilation per V (the sampled token an argument); the stage stops
 at 2 x ``--timeout`` seconds. The points are dyadic rationals (so the midpoint is
-exact); the best candidates are re-checked **exactly**: the loss's jaxpr is evaluated by the SymPy bridge at the
-rational logits (every primitive on numbers, ``sort``/``floor``/``argmax`` included)
-and the gap is computed at 50 significant digits. Only a positive exact gap, with the
-float64 gap at the same rational points agreeing in sign, is a refutation.
+exact); the best candidates are re-checked **exactly**: the loss's jaxpr is evaluated
+by the SymPy bridge at the rational logits (every primitive on numbers,
+``sort``/``floor``/``argmax`` included) and the gap is computed at 50 significant
+digits. Only a positive exact gap, with the float64 gap at the same rational points
+agreeing in sign, is a refutation.
 
 Where it applies: the checker's verdict is about the Hessian with ``stop_gradient``
 values held constant. A chord violation of the loss itself refutes that only when no
@@ -38,7 +39,7 @@ import sympy as sp
 from jax.extend import core as jcore
 
 from theorycheck import _jaxpr
-from theorycheck.convexity._types import MethodResult, Scope, Stage, Status
+from theorycheck.convexity._types import Scope, Stage, StageRecord, StageStatus
 
 __all__ = ["chord_records", "chord_stage", "frozen_logit_values", "search_pairs"]
 
@@ -239,22 +240,22 @@ def chord_stage(  # noqa: C901 - the search, the budget and the exact re-check
     name = "chord"
     vs = [v for v in sorted(vocabs) if v <= MAX_VOCAB]
     if not vs:
-        return MethodResult(
-            name, Status.SKIPPED, f"runs for V <= {MAX_VOCAB}", Stage.CHORD
+        return StageRecord(
+            name, StageStatus.SKIPPED, f"runs for V <= {MAX_VOCAB}", Stage.CHORD
         )
     try:
         first = build(vs[0], 0)
         frozen = frozen_logit_values(loss, vs[0], first.numeric, first.exact)
     except Exception as err:  # noqa: BLE001 - never a traceback to the user
         detail = f"could not read the program ({type(err).__name__})"
-        return MethodResult(name, Status.SKIPPED, detail, Stage.CHORD)
+        return StageRecord(name, StageStatus.SKIPPED, detail, Stage.CHORD)
     if frozen:
         detail = (
             "not run: the loss detaches a value of the logits (stop_gradient at "
             f"{', '.join(sorted(set(frozen))[:3])}); the verdict is about the Hessian "
             "with it held constant, which a chord of the loss itself does not test"
         )
-        return MethodResult(name, Status.SKIPPED, detail, Stage.CHORD)
+        return StageRecord(name, StageStatus.SKIPPED, detail, Stage.CHORD)
     total, unconfirmed, out_of_time = 0, "", False
     for v in vs:
         for k in tokens(v):
@@ -273,7 +274,7 @@ def chord_stage(  # noqa: C901 - the search, the budget and the exact re-check
                 )
             except Exception as err:  # noqa: BLE001
                 detail = f"the float64 search failed ({type(err).__name__})"
-                return MethodResult(name, Status.SKIPPED, detail, Stage.CHORD)
+                return StageRecord(name, StageStatus.SKIPPED, detail, Stage.CHORD)
             total += num_pairs
             for a, b, g in cands[:MAX_RECHECK]:
                 if time.monotonic() > stop:
@@ -295,10 +296,10 @@ def chord_stage(  # noqa: C901 - the search, the budget and the exact re-check
         detail += f"; stopped at its time budget ({budget_s:.3g} s = 2 x --timeout)"
     if unconfirmed:
         detail += f"; {unconfirmed}"
-    return MethodResult(name, Status.UNKNOWN, detail, Stage.CHORD, samples=total)
+    return StageRecord(name, StageStatus.UNKNOWN, detail, Stage.CHORD, samples=total)
 
 
-def _refuted(c: Chord, record) -> MethodResult:
+def _refuted(c: Chord, record) -> StageRecord:
     a, b = np.asarray(c.a), np.asarray(c.b)
     mid, half = (a + b) / 2, (b - a) / 2
     detail = (
@@ -320,9 +321,9 @@ def _refuted(c: Chord, record) -> MethodResult:
         "gap": c.gap,
     }
     scope = Scope.of(c.vocab)
-    return MethodResult(
+    return StageRecord(
         "chord",
-        Status.REFUTED,
+        StageStatus.REFUTED,
         detail,
         Stage.CHORD,
         scope,

@@ -29,10 +29,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from theorycheck.convexity._types import (
-    MethodResult,
     Scope,
     Stage,
-    Status,
+    StageRecord,
+    StageStatus,
     Verdict,
     scope_text,
 )
@@ -63,12 +63,12 @@ class Decision:
     scope: Scope
     condition: str | None
     counterexample: dict[str, Any] | None
-    methods: tuple[MethodResult, ...]
+    methods: tuple[StageRecord, ...]
     reason: str | None = None
     text: str = ""
 
 
-def _effective(rec: MethodResult, invariant: bool) -> Scope:
+def _effective(rec: StageRecord, invariant: bool) -> Scope:
     """A record's scope; the structure's all-V claim only with one program."""
     if rec.stage is Stage.STRUCTURE and not invariant:
         return rec.decided
@@ -95,16 +95,16 @@ def _meets(p, refs, invariant: bool, every_token: bool) -> bool:
     )
 
 
-def _conflicts(proofs, invariant: bool, refs, every_token: bool) -> list[MethodResult]:
+def _conflicts(proofs, invariant: bool, refs, every_token: bool) -> list[StageRecord]:
     out = []
     where = ", ".join(f"{r.method} ({_effective(r, invariant)})" for r in refs)
     for p in proofs:
         claimed = _effective(p, invariant)
         if _meets(p, refs, invariant, every_token):
             out.append(
-                MethodResult(
+                StageRecord(
                     "consistency",
-                    Status.CONFLICT,
+                    StageStatus.CONFLICT,
                     f"{p.method} proved convex ({claimed}) but a re-checked "
                     f"counterexample contradicts it: {where}; the counterexample "
                     "wins and the proof is withdrawn",
@@ -122,24 +122,24 @@ def _always_record(records, condition: str, refs, invariant: bool, every_token: 
     struct = next((r for r in records if r.stage is Stage.STRUCTURE), None)
     where = _effective(struct, invariant) if struct is not None else Scope()
     if not where or _meets(struct, refs, invariant, every_token):
-        return MethodResult(
+        return StageRecord(
             "consistency",
-            Status.CONFLICT,
+            StageStatus.CONFLICT,
             f"the structure's region ({condition}) contradicts a re-checked "
             f"counterexample at {refuted}: no region is reported",
             Stage.CONSISTENCY,
         )
     held = scope_text([(where, None if every_token else struct.tokens)])
-    return MethodResult(
+    return StageRecord(
         "consistency",
-        Status.NOTE,
+        StageStatus.NOTE,
         f"the structure's region ({condition}) holds at {held} only; not reported "
         f"beside the counterexample at {refuted}",
         Stage.CONSISTENCY,
     )
 
 
-def _unknown_reason(records: Sequence[MethodResult], kinks: bool, proofs) -> str:
+def _unknown_reason(records: Sequence[StageRecord], kinks: bool, proofs) -> str:
     parts = []
     if proofs and kinks:
         parts.append(
@@ -148,7 +148,7 @@ def _unknown_reason(records: Sequence[MethodResult], kinks: bool, proofs) -> str
         )
     else:
         provers = [r for r in records if r.stage in _PROVERS]
-        ran = [r for r in provers if r.status is not Status.SKIPPED]
+        ran = [r for r in provers if r.status is not StageStatus.SKIPPED]
         parts.append(
             "undecided by the provers"
             if ran
@@ -157,7 +157,7 @@ def _unknown_reason(records: Sequence[MethodResult], kinks: bool, proofs) -> str
             else "no prover ran"
         )
     search = [r for r in records if r.stage is Stage.SEARCH]
-    if search and all(r.status is Status.UNKNOWN for r in search):
+    if search and all(r.status is StageStatus.UNKNOWN for r in search):
         total = sum(r.samples for r in search)
         parts.append(f"searched without finding a counterexample ({total} samples)")
     elif not search:
@@ -172,7 +172,7 @@ def _text(recs, invariant: bool, every_token: bool) -> str:
 
 
 def combine(
-    records: Sequence[MethodResult], checked: Scope, checked_tokens: str = ""
+    records: Sequence[StageRecord], checked: Scope, checked_tokens: str = ""
 ) -> Decision:
     """Combines the stages' records into one verdict (the rules in the module doc).
 
@@ -186,20 +186,25 @@ def combine(
         A :class:`Decision`.
     """
     invariant = any(
-        r.stage is Stage.INVARIANCE and r.status is Status.CONFIRMED for r in records
+        r.stage is Stage.INVARIANCE and r.status is StageStatus.CONFIRMED
+        for r in records
     )
     every_token = any(
-        r.stage is Stage.TOKENS and r.status is Status.CONFIRMED for r in records
+        r.stage is Stage.TOKENS and r.status is StageStatus.CONFIRMED for r in records
     )
-    kinks = any(r.stage is Stage.KINKS and r.status is Status.UNKNOWN for r in records)
-    proofs = [r for r in records if r.stage in _PROVERS and r.status is Status.PROVED]
+    kinks = any(
+        r.stage is Stage.KINKS and r.status is StageStatus.UNKNOWN for r in records
+    )
+    proofs = [
+        r for r in records if r.stage in _PROVERS and r.status is StageStatus.PROVED
+    ]
     # A refutation counts with its counterexample; a z3 refutation is re-checked in
     # exact arithmetic before it is reported, so it stands on its own.
     refs = [
         r
         for r in records
         if r.stage in _REFUTERS
-        and r.status is Status.REFUTED
+        and r.status is StageStatus.REFUTED
         and (r.counterexample is not None or r.stage is Stage.FORMAL)
     ]
     condition = next(

@@ -46,7 +46,7 @@ import numpy as np
 from jax.extend import core as jcore
 
 from theorycheck import _jaxpr
-from theorycheck.convexity._types import MethodResult, Scope, Stage, Status
+from theorycheck.convexity._types import Scope, Stage, StageRecord, StageStatus
 
 __all__ = ["Abstract", "analyse", "dcp_records", "dcp_stage", "undecided"]
 
@@ -601,7 +601,7 @@ UNIFORM_VOCABS = (2, 3)
 MAX_VOCAB = 64
 
 
-def dcp_stage(resolved, params, searched, uniform: bool, build) -> list[MethodResult]:
+def dcp_stage(resolved, params, searched, uniform: bool, build) -> list[StageRecord]:
     r"""The composition prover's record (empty when it does not apply).
 
     Args:
@@ -636,7 +636,9 @@ def dcp_stage(resolved, params, searched, uniform: bool, build) -> list[MethodRe
         proved.append(v)
     if not proved or why:
         detail = f"not a composition the DCP rules prove convex: {why}"
-        return [MethodResult("composition (DCP)", Status.UNKNOWN, detail, Stage.DCP)]
+        return [
+            StageRecord("composition (DCP)", StageStatus.UNKNOWN, detail, Stage.DCP)
+        ]
     if uniform:
         scope = Scope.every(2)
         where = (
@@ -652,9 +654,9 @@ def dcp_stage(resolved, params, searched, uniform: bool, build) -> list[MethodRe
         f"constant), {where}, with sampled traced: every sampled token"
     )
     return [
-        MethodResult(
+        StageRecord(
             "composition (DCP)",
-            Status.PROVED,
+            StageStatus.PROVED,
             detail,
             Stage.DCP,
             scope,
@@ -672,12 +674,13 @@ def undecided(records) -> bool:
     return combine(records, Scope.of(3)).verdict is Verdict.UNKNOWN
 
 
-def dcp_records(records, resolved, searched, build) -> list[MethodResult]:
+def dcp_records(records, resolved, searched, build) -> list[StageRecord]:
     """The pipeline's hook: the composition prover, when the stages before it left
     the verdict ``unknown`` (an empty list otherwise)."""
     if not ENABLED or not undecided(records):
         return []
     uniform = any(
-        r.stage is Stage.INVARIANCE and r.status is Status.CONFIRMED for r in records
+        r.stage is Stage.INVARIANCE and r.status is StageStatus.CONFIRMED
+        for r in records
     )
     return dcp_stage(resolved, None, searched, uniform, build)

@@ -1,4 +1,4 @@
-r"""The checker's stages: each returns one :class:`MethodResult` (no verdict here).
+r"""The checker's stages: each returns one :class:`StageRecord` (no verdict here).
 
 * :func:`structure_stage`: a family theorem from the SymPy form (claim: every V);
 * :func:`invariance_stage`: is the jaxpr one program for every V (the all-V evidence);
@@ -24,7 +24,7 @@ from theorycheck.convexity import _search
 from theorycheck.convexity._budget import Deadline, StageTimeout
 from theorycheck.convexity._invariance import program_text_of, same_program
 from theorycheck.convexity._resolve import build_inputs, resolve
-from theorycheck.convexity._types import MethodResult, Scope, Stage, Status
+from theorycheck.convexity._types import Scope, Stage, StageRecord, StageStatus
 
 #: The V at which the program is traced for the all-V and all-token arguments (V = 2
 #: included: a scope "all V >= 2" needs the V = 2 program).
@@ -102,7 +102,7 @@ def structure_stage(
     timeout_ms: int,
     factor: float,
     dynamic: bool = False,
-) -> tuple[MethodResult, StructureOutcome]:
+) -> tuple[StageRecord, StructureOutcome]:
     """Structure theorem (every V) from the SymPy form derived from the JAX function.
 
     Returns:
@@ -128,7 +128,7 @@ def structure_start(spec, params, sampled, budget, timeout_ms, dynamic=False):
 
 def structure_finish(
     pending, budget: Deadline, factor: float
-) -> tuple[MethodResult, StructureOutcome, float]:
+) -> tuple[StageRecord, StructureOutcome, float]:
     """The record and outcome of a started structure stage, and the seconds its
     work took in the worker (``inf`` when the budget ran out: nothing is left)."""
     from theorycheck.bridge import UnsupportedOperation
@@ -139,12 +139,12 @@ def structure_finish(
         (struct, derived), seconds = pending.result()
     except UnsupportedOperation as err:
         detail = f"unsupported operation: {err}; numeric only"
-        rec = MethodResult("symbolic", Status.SKIPPED, detail, Stage.STRUCTURE)
+        rec = StageRecord("symbolic", StageStatus.SKIPPED, detail, Stage.STRUCTURE)
         at = getattr(err, "vocab", None)
         return rec, StructureOutcome({}, unsupported_at=at), 0.0
     except StageTimeout:
         detail = timed_out_detail(budget, factor)
-        rec = MethodResult("structure", Status.UNKNOWN, detail, Stage.STRUCTURE)
+        rec = StageRecord("structure", StageStatus.UNKNOWN, detail, Stage.STRUCTURE)
         return rec, StructureOutcome({}, timed_out=True), math.inf
     except BadInput:
         raise
@@ -158,11 +158,11 @@ def structure_finish(
             f"the symbolic derivation failed ({type(err).__name__} inside SymPy); "
             "numeric only"
         )
-        rec = MethodResult("symbolic", Status.SKIPPED, detail, Stage.STRUCTURE)
+        rec = StageRecord("symbolic", StageStatus.SKIPPED, detail, Stage.STRUCTURE)
         return rec, StructureOutcome({}, failed=True), 0.0
-    status = Status(struct.status)
-    claim = {Status.PROVED: Scope.every(2), Status.REFUTED: Scope.every(3)}
-    rec = MethodResult(
+    status = StageStatus(struct.status)
+    claim = {StageStatus.PROVED: Scope.every(2), StageStatus.REFUTED: Scope.every(3)}
+    rec = StageRecord(
         "structure",
         status,
         struct.detail,
@@ -226,8 +226,10 @@ def invariance_stage(resolved, params):
         detail = f"tracing at V = {v} raised {type(err).__name__}: {err}"
         gen = _genericity.Genericity(False, False, False, detail, detail)
         recs = [
-            MethodResult("vocab invariance", Status.UNKNOWN, detail, Stage.INVARIANCE),
-            MethodResult("sampled tokens", Status.UNKNOWN, detail, Stage.TOKENS),
+            StageRecord(
+                "vocab invariance", StageStatus.UNKNOWN, detail, Stage.INVARIANCE
+            ),
+            StageRecord("sampled tokens", StageStatus.UNKNOWN, detail, Stage.TOKENS),
         ]
         return recs, [v], gen
     texts = {v: program_text_of(c) for v, c in closed.items()}
@@ -239,8 +241,8 @@ def invariance_stage(resolved, params):
             f"the jaxprs at V = {listed} are one program up to the vocabulary size, "
             "and no value in it depends on V but through the number of tokens"
         )
-        vrec = MethodResult(
-            "vocab invariance", Status.CONFIRMED, detail, Stage.INVARIANCE
+        vrec = StageRecord(
+            "vocab invariance", StageStatus.CONFIRMED, detail, Stage.INVARIANCE
         )
     elif differ:
         detail = (
@@ -248,29 +250,31 @@ def invariance_stage(resolved, params):
             f"{vocabs[0]} program up to the vocabulary size (the code depends on V): "
             "no claim for every V, only for the V decided"
         )
-        vrec = MethodResult(
-            "vocab invariance", Status.UNKNOWN, detail, Stage.INVARIANCE
+        vrec = StageRecord(
+            "vocab invariance", StageStatus.UNKNOWN, detail, Stage.INVARIANCE
         )
     else:
         detail = (
             f"one program at V = {listed}, but its formula depends on V "
             f"({gen.why_v}): no claim for every V, only for the V decided"
         )
-        vrec = MethodResult(
-            "vocab invariance", Status.UNKNOWN, detail, Stage.INVARIANCE
+        vrec = StageRecord(
+            "vocab invariance", StageStatus.UNKNOWN, detail, Stage.INVARIANCE
         )
     if gen.equivariant:
         detail = (
             "traced with sampled as an argument, the program is equivariant under "
             "relabelling the tokens: the verdict at k = 0 holds for every k"
         )
-        krec = MethodResult("sampled tokens", Status.CONFIRMED, detail, Stage.TOKENS)
+        krec = StageRecord(
+            "sampled tokens", StageStatus.CONFIRMED, detail, Stage.TOKENS
+        )
     else:
         detail = (
             f"not shown equivariant under relabelling the tokens ({gen.why_k}): "
             "the verdict covers the sampled tokens checked"
         )
-        krec = MethodResult("sampled tokens", Status.UNKNOWN, detail, Stage.TOKENS)
+        krec = StageRecord("sampled tokens", StageStatus.UNKNOWN, detail, Stage.TOKENS)
     return [vrec, krec], differ, gen
 
 
@@ -289,9 +293,7 @@ def _counterexample(logits, u, curvature, vocab, sampled, params) -> dict[str, A
 POSITIVE_CURVATURE = 1e-10
 
 
-def recheck_stage(
-    loss, logits, u, inputs, where: str, sampled: int = 0
-) -> MethodResult:
+def recheck_stage(loss, logits, u, inputs, where: str, sampled: int = 0) -> StageRecord:
     """Float64 re-check of ``uᵀHu`` by autodiff (HVP) and a frozen second difference.
 
     The record's detail carries both values; ``counterexample`` is not set here (the
@@ -303,22 +305,22 @@ def recheck_stage(
     curv, fd = check.autodiff, check.frozen_fd
     positive = curv > POSITIVE_CURVATURE and fd is not None and fd > POSITIVE_CURVATURE
     if check.confirmed:
-        status, why = Status.CONFIRMED, ""
+        status, why = StageStatus.CONFIRMED, ""
     elif positive:
-        status, why = Status.UNCONFIRMED, " (positive curvature in both routes: "
+        status, why = StageStatus.UNCONFIRMED, " (positive curvature in both routes: "
         why += "not a counterexample)"
     elif curv < 0:
-        status, why = Status.UNCONFIRMED, " (autodiff only: finite differences "
+        status, why = StageStatus.UNCONFIRMED, " (autodiff only: finite differences "
         why += "cannot resolve it)"
     else:
-        status, why = Status.UNCONFIRMED, " (below float64 resolution: the exact "
+        status, why = StageStatus.UNCONFIRMED, " (below float64 resolution: the exact "
         why += "check stands)"
     fd_text = "n/a" if fd is None else f"{fd:.6g}"
     detail = (
         f"u^T H u = {curv:.6g} (autodiff), {fd_text} (frozen finite differences) "
         f"at {where}{why}"
     )
-    return MethodResult(
+    return StageRecord(
         "float64 re-check",
         status,
         detail,
@@ -327,11 +329,11 @@ def recheck_stage(
     )
 
 
-def withdraw(rec: MethodResult, why: str) -> MethodResult:
+def withdraw(rec: StageRecord, why: str) -> StageRecord:
     """``rec`` without its refutation (its counterexample did not re-check)."""
     return dataclasses.replace(
         rec,
-        status=Status.UNKNOWN,
+        status=StageStatus.UNKNOWN,
         detail=f"{rec.detail}; {why}: the refutation is withdrawn",
         scope=Scope(),
         decided=Scope(),
@@ -340,7 +342,7 @@ def withdraw(rec: MethodResult, why: str) -> MethodResult:
     )
 
 
-def attach(rec: MethodResult, ce: dict[str, Any]) -> MethodResult:
+def attach(rec: StageRecord, ce: dict[str, Any]) -> StageRecord:
     """``rec`` with its counterexample."""
     return dataclasses.replace(rec, counterexample=ce)
 
@@ -356,21 +358,23 @@ def formal_stage(
     name = f"z3 V={v}" + (f" k={k}" if k else "")
     if v > 5:
         detail = "formal stage runs for V <= 5"
-        return MethodResult(name, Status.SKIPPED, detail, Stage.FORMAL), None
+        return StageRecord(name, StageStatus.SKIPPED, detail, Stage.FORMAL), None
     try:
         out = budget.run(lambda: formal_psd(derive_fn(v), timeout_ms=timeout_ms))
     except UnsupportedOperation as err:
-        return MethodResult(name, Status.SKIPPED, str(err), Stage.FORMAL), None
+        return StageRecord(name, StageStatus.SKIPPED, str(err), Stage.FORMAL), None
     except StageTimeout:
-        return MethodResult(name, Status.UNKNOWN, timed_out, Stage.FORMAL), None
+        return StageRecord(name, StageStatus.UNKNOWN, timed_out, Stage.FORMAL), None
     except BadInput:
         raise
     except Exception as err:  # SymPy or z3 inside the translation: never to the user
         detail = f"the symbolic derivation failed ({type(err).__name__} inside SymPy)"
-        return MethodResult(name, Status.SKIPPED, detail, Stage.FORMAL), None
-    status = Status(out.status)
-    scope = Scope.of(v) if status in (Status.PROVED, Status.REFUTED) else Scope()
-    rec = MethodResult(
+        return StageRecord(name, StageStatus.SKIPPED, detail, Stage.FORMAL), None
+    status = StageStatus(out.status)
+    scope = (
+        Scope.of(v) if status in (StageStatus.PROVED, StageStatus.REFUTED) else Scope()
+    )
+    rec = StageRecord(
         name, status, out.detail, Stage.FORMAL, scope, scope, tokens=frozenset({k})
     )
     return rec, out
@@ -420,9 +424,9 @@ def search_stage(
                 found = (v, k, out)
     if found is None:
         detail = f"no counterexample found ({total} samples)"
-        return MethodResult(
+        return StageRecord(
             "numeric search",
-            Status.UNKNOWN,
+            StageStatus.UNKNOWN,
             detail,
             Stage.SEARCH,
             samples=total,
@@ -434,9 +438,9 @@ def search_stage(
         f"finite differences) at V = {v}, k = {k}"
     )
     ce = _counterexample(out.logits, out.direction, out.curvature, v, k, params)
-    return MethodResult(
+    return StageRecord(
         "numeric search",
-        Status.REFUTED,
+        StageStatus.REFUTED,
         detail,
         Stage.SEARCH,
         Scope.of(v),
@@ -447,7 +451,7 @@ def search_stage(
     )
 
 
-def kink_stage(derived) -> MethodResult | None:
+def kink_stage(derived) -> StageRecord | None:
     """A record when a Piecewise/Min/Max depends on the logits outside ``Frozen``
     (PSD on every smooth piece does not make a function with kinks convex)."""
     import sympy as sp
@@ -462,10 +466,10 @@ def kink_stage(derived) -> MethodResult | None:
         "Hessian PSD on every smooth piece; the loss has non-frozen Piecewise "
         "kinks, which are not analysed"
     )
-    return MethodResult("kinks", Status.UNKNOWN, detail, Stage.KINKS)
+    return StageRecord("kinks", StageStatus.UNKNOWN, detail, Stage.KINKS)
 
 
-def switch_stage(derived) -> MethodResult | None:
+def switch_stage(derived) -> StageRecord | None:
     """A note when a ``Frozen`` value holds a Piecewise whose condition moves with the
     logits (a detached mask or clipped weight)."""
     import sympy as sp
@@ -487,4 +491,4 @@ def switch_stage(derived) -> MethodResult | None:
         "where it switches the loss is not smooth (a mask makes it jump), which the "
         "verdict does not cover"
     )
-    return MethodResult("frozen switches", Status.NOTE, detail, Stage.NOTE)
+    return StageRecord("frozen switches", StageStatus.NOTE, detail, Stage.NOTE)

@@ -1,7 +1,7 @@
 """What the convexity stages exchange: verdicts, statuses, scopes, method records.
 
 Every stage (structure, formal, search, float64 re-check, vocabulary invariance, notes)
-returns one :class:`MethodResult`; :func:`theorycheck.convexity._combine.combine` turns
+returns one :class:`StageRecord`; :func:`theorycheck.convexity._combine.combine` turns
 the list into one verdict. The enums are :class:`enum.StrEnum`, so they print and
 serialise as their plain values (``"convex"``, ``"proved"``).
 """
@@ -14,11 +14,11 @@ from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
-    "Family",
-    "MethodResult",
+    "StructureFamily",
+    "StageRecord",
     "Scope",
     "Stage",
-    "Status",
+    "StageStatus",
     "Verdict",
     "scope_text",
     "tokens_text",
@@ -34,7 +34,7 @@ class Verdict(enum.StrEnum):
     UNKNOWN = "unknown"
 
 
-class Status(enum.StrEnum):
+class StageStatus(enum.StrEnum):
     """What one method established."""
 
     #: a proof (of PSD, or of a structural fact).
@@ -74,7 +74,7 @@ class Stage(enum.StrEnum):
     CONSISTENCY = "consistency"
 
 
-class Family(enum.StrEnum):
+class StructureFamily(enum.StrEnum):
     """Structural families (statements in :mod:`theorycheck.symbolic._structure`)."""
 
     SAMPLED_TOKEN = "sampled_token"
@@ -185,7 +185,7 @@ def scope_text(pieces: Iterable[tuple[Scope, frozenset[int] | None]]) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class MethodResult:
+class StageRecord:
     """One stage's outcome.
 
     Attributes:
@@ -206,7 +206,7 @@ class MethodResult:
     """
 
     method: str
-    status: Status
+    status: StageStatus
     detail: str
     stage: Stage
     scope: Scope = Scope()
