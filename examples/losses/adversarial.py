@@ -2,7 +2,7 @@
 "Scope rules"): a sampled token other than 0, a vocabulary size other than the traced
 ones, a counterexample carried to another V.
 
-Each docstring gives the truth, derived by hand; ``tests/test_convexity_scope.py``
+Each docstring gives the truth, derived by hand; ``tests/convexity/test_scope.py``
 checks the verdicts against it. ``lp = log_softmax(z)``, ``S = diag(pi) - pi pi^T``
 (PSD, rank V - 1), ``-lp[k]`` has Hessian ``S`` (convex), ``+lp[k]`` has ``-S``.
 """

@@ -1,6 +1,6 @@
 r"""The one place the verdict rules live: method records in, one verdict out (pure).
 
-Rules (each has a unit test in ``tests/test_convexity_combine.py``):
+Rules (each has a unit test in ``tests/convexity/test_combine.py``):
 
 1. ``not_convex`` needs a refutation (structure, z3 or search) carrying a re-checked
    counterexample; it wins over every proof. A proof whose scope contains a refuted V

@@ -26,7 +26,7 @@ from theorycheck.convexity._invariance import program_text_of, same_program
 from theorycheck.convexity._resolve import build_inputs, resolve
 from theorycheck.convexity._types import Scope, Stage, StageRecord, StageStatus, Verdict
 
-EX = pathlib.Path(__file__).resolve().parents[1] / "examples" / "losses"
+EX = pathlib.Path(__file__).resolve().parents[2] / "examples" / "losses"
 ADV = f"{EX / 'adversarial.py'}"
 
 #: name -> (truth, equivariant, one formula for every V), derived by hand.
