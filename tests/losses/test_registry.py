@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.losses._cases import behavior_with_prob, logits_with_prob, random_pq
-from theorycheck.losses import LOSSES, TOKEN_RULES
+from theorycheck.losses import LOSSES, TOKEN_RULES, RuleFamily
 from theorycheck.numeric import binary_kl, ddot, divergence
 from theorycheck.testing import assert_close
 
@@ -231,7 +231,20 @@ def test_registry_entry_is_documented(name):
     doc = inspect.getdoc(spec.loss)
     assert doc and ".. math::" in doc and "References:" in doc
     assert spec.reference and spec.description
-    assert spec.family in ("token", "sequence", "distribution")
+    assert isinstance(spec.family, RuleFamily) and spec.family in (
+        "token",
+        "sequence",
+        "distribution",
+    )
+
+
+def test_a_rule_family_outside_the_enum_is_refused():
+    import dataclasses
+
+    spec = LOSSES["ppo"]
+    with pytest.raises(ValueError, match="family 'tokens' is not one of"):
+        dataclasses.replace(spec, family="tokens")
+    assert dataclasses.replace(spec, family="sequence").family is RuleFamily.SEQUENCE
 
 
 #: rules whose coefficient is not A times a nonnegative weight: DRO adds -beta log r,

@@ -57,7 +57,7 @@ from theorycheck.losses._reductions import (
     sequence_gradient_norms,
 )
 from theorycheck.losses._registry import LOSSES, TOKEN_RULES
-from theorycheck.losses._spec import LossSpec
+from theorycheck.losses._spec import LossSpec, RuleFamily
 
 __all__ = [
     "AUDITABLE",
@@ -85,6 +85,7 @@ __all__ = [
     "VERSIONS",
     "Advantages",
     "LossSpec",
+    "RuleFamily",
     "Preset",
     "Reduction",
     "audit_batch",

@@ -27,7 +27,16 @@ probability q, and whether the rule gates the token (c forced to 0 by a clip / m
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Callable, Mapping
+
+
+class RuleFamily(enum.StrEnum):
+    """How a rule reads the logits: through one token, a whole response, or all of π."""
+
+    TOKEN = "token"  # through π_k and frozen weights
+    SEQUENCE = "sequence"  # needs a whole response (GSPO)
+    DISTRIBUTION = "distribution"  # the whole π (SFT on a soft target, LCO)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,9 +45,10 @@ class LossSpec:
 
     Attributes:
         name: snake_case registry name, e.g. ``"ppo"``.
-        family: ``"token"`` (depends on logits through π_k and frozen weights),
-            ``"sequence"`` (needs a whole response, e.g. GSPO), or ``"distribution"``
-            (depends on the whole π, e.g. SFT against a soft target, LCO).
+        family: a :class:`RuleFamily` (``"token"``: depends on logits through π_k
+            and frozen weights; ``"sequence"``: needs a whole response, e.g. GSPO;
+            ``"distribution"``: depends on the whole π, e.g. SFT against a soft
+            target, LCO). A string is converted; another value is refused.
         loss: the JAX form (see module docstring).
         symbolic: the SymPy specification (see module docstring).
         defaults: hyperparameters and their defaults, e.g. ``{"eps_low": 0.2}``.
@@ -56,7 +66,7 @@ class LossSpec:
     """
 
     name: str
-    family: str
+    family: RuleFamily
     loss: Callable
     symbolic: Callable | None
     defaults: Mapping[str, float]
@@ -67,3 +77,13 @@ class LossSpec:
     description: str = ""
     optional_inputs: tuple[str, ...] = ()
     coefficient_inputs: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        try:
+            family = RuleFamily(self.family)
+        except ValueError:
+            raise ValueError(
+                f"LossSpec {self.name!r}: family {self.family!r} is not one of "
+                f"{[f.value for f in RuleFamily]}"
+            ) from None
+        object.__setattr__(self, "family", family)
