@@ -170,7 +170,15 @@ def test_enums_serialise_as_plain_strings():
 def test_result_families_are_enum_members():
     from theorycheck.convexity import ConvexityResult, StructureFamily
 
-    res = ConvexityResult("x", Verdict.CONVEX, "", [], None, None, {})
+    res = ConvexityResult(
+        loss="x",
+        verdict=Verdict.CONVEX,
+        scope="",
+        methods=[],
+        counterexample=None,
+        condition=None,
+        params={},
+    )
     assert res.families == ()
     res.family = "cross_entropy+regression"
     assert res.families == (StructureFamily.CROSS_ENTROPY, StructureFamily.REGRESSION)

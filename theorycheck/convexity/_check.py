@@ -48,7 +48,7 @@ __all__ = ["ConvexityResult", "check_convexity", "local_check", "sanity_check"]
 SYMBOLIC_BUDGET_FACTOR = 5
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class ConvexityResult:
     """The verdict and how it was reached (the CLI's JSON object is :meth:`to_json`).
 
@@ -343,19 +343,19 @@ def check_convexity(
     checked_tokens = "" if gen.equivariant else "sampled tokens k in {0, 1, V - 1}"
     decision = combine(records, Scope.of(*searched), checked_tokens)
     return ConvexityResult(
-        resolved.name,
-        decision.verdict,
-        decision.text,
-        [m.to_json() for m in decision.methods],
-        decision.counterexample,
-        decision.condition,
-        record,
-        out.family,
-        out.fit,
-        decision.reason,
-        given,
-        params,
-        out.structure,
+        loss=resolved.name,
+        verdict=decision.verdict,
+        scope=decision.text,
+        methods=[m.to_json() for m in decision.methods],
+        counterexample=decision.counterexample,
+        condition=decision.condition,
+        params=record,
+        family=out.family,
+        fit=out.fit,
+        reason=decision.reason,
+        resolved=given,
+        settings=params,
+        structure=out.structure,
     )
 
 
