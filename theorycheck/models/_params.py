@@ -51,6 +51,7 @@ def init_params(
 
     Examples:
         >>> import jax.random as jr
+        >>> from theorycheck.models import Family
         >>> cfg = ModelConfig(family=Family.LLAMA, vocab_size=11, hidden_size=8,
         ...                   num_layers=2, num_heads=2, num_kv_heads=1, head_dim=4,
         ...                   intermediate_size=16)
