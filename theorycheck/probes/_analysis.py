@@ -38,7 +38,8 @@ PREDICTORS = (
 HORIZONS = ("step", "epoch", "run")
 
 
-def _predictions(rec) -> dict[str, np.ndarray]:
+def predictions(rec) -> dict[str, np.ndarray]:
+    """Every predictor's predicted ΔD (its sign is what is scored) of one step."""
     adv = rec["adv"]
     out = {
         "always_rise": np.ones_like(adv),
@@ -65,7 +66,7 @@ def _pool(probe, select, horizon, steps=None):
         sel = select(rec)
         real.append((traj[end[horizon]] - traj[t])[sel])
         d0.append(rec["d0"][sel])
-        for k, v in _predictions(rec).items():
+        for k, v in predictions(rec).items():
             preds[k].append(v[sel])
     cat = lambda xs: np.concatenate(xs) if xs else np.zeros(0)
     return {k: cat(v) for k, v in preds.items()}, cat(real), cat(d0)

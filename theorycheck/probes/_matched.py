@@ -33,27 +33,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from theorycheck.probes._analysis import predictions
 from theorycheck.probes._mask import coupled_mask
 from theorycheck.probes._metrics import TOL, outside, sign_metrics, signs, unsafe_keep
-from theorycheck.probes._probe import ESTIMATORS
 from theorycheck.probes._taylor import divergences
 
 #: the matched controls, each with its score (None = random).
 CONTROLS = ("random_matched", "ratio_matched", "predictive_matched")
-
-
-def predictions(rec) -> dict[str, np.ndarray]:
-    """Every predictor's predicted ΔD (its sign is what is scored) of one step."""
-    adv = rec["adv"]
-    out = {
-        "always_rise": np.ones_like(adv),
-        "ratio": adv * (rec["ratio"] - 1.0),
-        "ntk1": rec["ntk1"],
-        "ntk2": rec["ntk2"],
-    }
-    for est in ESTIMATORS:
-        out[f"ddot_{est}"] = adv * rec[f"ddot_{est}"]
-    return out
 
 
 def _top(score, candidates, n, rng) -> np.ndarray:
