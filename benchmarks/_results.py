@@ -15,6 +15,7 @@ import datetime
 import json
 import os
 import platform
+import sys
 from pathlib import Path
 
 from theorycheck._git import git
@@ -38,7 +39,16 @@ def _load1() -> float | None:
 
 
 def start(benchmark: str, args) -> dict:
-    """The provenance of a run that starts now (before anything is measured)."""
+    """The provenance of a run that starts now (before anything is measured).
+
+    Compile times are measured, so from here on no compiled program is read from an
+    on-disk cache (`make test` sets one for the suite; a user's environment may
+    too): the environment variable is dropped for subprocesses and, where JAX is
+    already imported, the cache is switched off in this process.
+    """
+    os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
+    if "jax" in sys.modules:
+        sys.modules["jax"].config.update("jax_enable_compilation_cache", False)
     # results files written earlier in the same `make bench` are not code changes
     status = git(
         "status", "--porcelain", "--untracked-files=no", "--", ".", RESULTS_EXCLUDE
