@@ -75,14 +75,12 @@ def direction(theta0, key):
     leaf by leaf (``key`` seeds it)."""
     import jax
     import jax.numpy as jnp
-    import jax.random as jr
+    import optax
 
-    leaves, tdef = jax.tree_util.tree_flatten(theta0)
-    out = []
-    for q, x in zip(jr.split(key, len(leaves)), leaves):
-        g = jr.normal(q, x.shape, x.dtype)
-        out.append(g * (jnp.linalg.norm(x) / jnp.linalg.norm(g)))
-    return jax.tree_util.tree_unflatten(tdef, out)
+    noise = optax.tree.random_like(key, theta0)  # one split key per leaf
+    return jax.tree_util.tree_map(
+        lambda g, x: g * (jnp.linalg.norm(x) / jnp.linalg.norm(g)), noise, theta0
+    )
 
 
 def reachable_targets(apply_fn, theta_star, view, targets, beta: float):
@@ -118,12 +116,11 @@ def residual_fn(apply_fn, loss_fn):
     """
     import jax
     import jax.numpy as jnp
-
-    from theorycheck.probes import tree_axpy
+    import optax
 
     def run(theta0, theta_star, view, targets):
         f = lambda p: apply_fn(p, view)  # noqa: E731
-        z0, jd = jax.jvp(f, (theta0,), (tree_axpy(-1.0, theta0, theta_star),))
+        z0, jd = jax.jvp(f, (theta0,), (optax.tree.sub(theta_star, theta0),))
         z_star = f(theta_star)
         r = z_star - z0 - jd
         w = targets.weight[..., None]
@@ -143,6 +140,7 @@ def reach_unit(cfg, trainer, seed: int) -> dict:
     """The scan over ``cfg.reach_scales`` for one seed's trainer (first sequences)."""
     import jax
     import jax.random as jr
+    import optax
 
     from theorycheck.losses import LOSSES
     from theorycheck.probes import (
@@ -150,7 +148,6 @@ def reach_unit(cfg, trainer, seed: int) -> dict:
         objective_fn,
         trainer_apply_fn,
         trainer_view,
-        tree_axpy,
     )
 
     apply_fn = trainer_apply_fn(trainer.model_config, trainer.rows)
@@ -164,7 +161,7 @@ def reach_unit(cfg, trainer, seed: int) -> dict:
     resid = residual_fn(apply_fn, loss_fn)
     records = []
     for s in parse_scales(cfg.reach_scales):
-        star = tree_axpy(s, d, theta0)
+        star = optax.tree.add_scale(theta0, s, d)
         tgs = reachable_targets(apply_fn, star, view, tg, beta)
         rec = {
             "scale": s,
@@ -172,7 +169,7 @@ def reach_unit(cfg, trainer, seed: int) -> dict:
         }
         points = {"start": theta0}
         if cfg.reach_midpoint:
-            points["mid"] = tree_axpy(s / 2, d, theta0)
+            points["mid"] = optax.tree.add_scale(theta0, s / 2, d)
         for name, theta in points.items():
             r = {k: float(v) for k, v in inner(theta, star, view, tgs).items()}
             gap = r["loss"] - r["loss_star"]

@@ -93,7 +93,6 @@ def _trainer(cfg: Config, model, rollouts, seed: int):
 
 def bounds_unit(cfg: Config, model, rollouts, loss: str, seed: int) -> dict:
     """Prop. 4.7 along an AdamW run of ``loss``: one record per optimizer step."""
-    import jax
     import jax.numpy as jnp
     import jax.random as jr
     import numpy as np
@@ -121,22 +120,21 @@ def bounds_unit(cfg: Config, model, rollouts, loss: str, seed: int) -> dict:
         k = kappa(loss, vocab)
     except BadInput:  # no loss-based bound for this rule (PPO and token rules)
         k = None
-    theta = trainer.trainable0
-    state = trainer.optimizer.init(theta)
     vectors: dict = {}
     steps = []
-    for epoch, j, _ in trainer.schedule():
+
+    def grad_fn(theta, j, _rows):  # this objective's terms; the gradient drives
+        t = terms(theta, *views[j])
+        return t, t["grad"]
+
+    for st in trainer.steps(grad_fn=grad_fn):  # the trainer's one loop
+        epoch, j, theta, t = st.epoch, st.step, st.trainable, st.value
         view, tg = views[j]
-        t = terms(theta, view, tg)
         mask = tg.weight > 0
         if j in vectors:
             sigma, hist, vectors[j] = warm(theta, view, mask, vectors[j])
         else:
-            leaves, tdef = jax.tree_util.tree_flatten(theta)
-            keys = jr.split(jr.key(1000 * seed + j), len(leaves))
-            v0 = jax.tree_util.tree_unflatten(
-                tdef, [jr.normal(q, x.shape, x.dtype) for q, x in zip(keys, leaves)]
-            )
+            v0 = optax.tree.random_like(jr.key(1000 * seed + j), theta)
             sigma, hist, vectors[j] = first(theta, view, mask, v0)
         sigma = float(sigma)
         bound = sigma * float(t["logit_grad_norm"])
@@ -157,8 +155,6 @@ def bounds_unit(cfg: Config, model, rollouts, loss: str, seed: int) -> dict:
             w2l = jnp.sum(tg.weight**2 * jnp.maximum(t["token_losses"], 0.0))
             rec["loss_bound"] = sigma * float(jnp.sqrt(k * w2l))
         steps.append(rec)
-        updates, state = trainer.optimizer.update(t["grad"], state, theta)
-        theta = optax.apply_updates(theta, updates)
     norms = [s["grad_norm"] for s in steps]
     return {
         "loss": loss,
@@ -182,6 +178,7 @@ def fixed_unit(cfg: Config, model, rollouts, loss: str, seed: int) -> dict:
     """Props. 4.4/4.8/4.9: GD on a fixed LCO target, real vs linearized model."""
     import jax.numpy as jnp
     import numpy as np
+    import optax
 
     from theorycheck.models import count_params
     from theorycheck.probes import (
@@ -192,7 +189,6 @@ def fixed_unit(cfg: Config, model, rollouts, loss: str, seed: int) -> dict:
         sigma_max,
         trainer_apply_fn,
         trainer_view,
-        tree_axpy,
         value_and_grad,
     )
 
@@ -215,7 +211,7 @@ def fixed_unit(cfg: Config, model, rollouts, loss: str, seed: int) -> dict:
         for _ in range(cfg.gd_steps):
             yield theta
             _, g = value_and_grad(theta, view, tg, apply_fn, loss_fn)
-            theta = tree_axpy(-eta, g, theta)
+            theta = optax.tree.add_scale(theta, -eta, g)
         yield theta
 
     real = []

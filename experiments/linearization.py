@@ -111,9 +111,9 @@ def linearization_unit(
     cfg: Config, model, rollouts, loss: str, subset: str, seed: int
 ) -> dict:
     """One (loss, subset, seed): train M steps, residual curves after 1 and M steps."""
-    import jax
     import jax.numpy as jnp
     import numpy as np
+    import optax
 
     from theorycheck.models import count_params
     from theorycheck.probes import (
@@ -121,12 +121,10 @@ def linearization_unit(
         crossing_alpha,
         linearization_curve,
         objective_fn,
-        run_steps,
         summarize,
         trainer_apply_fn,
         trainer_view,
-        tree_axpy,
-        tree_norm,
+        value_and_grad,
     )
     from theorycheck.rl import TrainConfig, Trainer
 
@@ -145,19 +143,19 @@ def linearization_unit(
     trainer = Trainer(model, rollouts, tc, seed=seed, dtype=train_dtype)
     apply_fn = trainer_apply_fn(trainer.model_config, trainer.rows)
     loss_fn = objective_fn(loss)
-    steps = [(e, rows) for e, _, rows in trainer.schedule()]
-    m_last = len(steps)
-    kept, losses = run_steps(
-        apply_fn,
-        loss_fn,
-        trainer.trainable0,
-        trainer.optimizer,
-        (trainer_view(trainer, rows) for _, rows in steps),
-        keep={1, m_last},
-    )
+    m_last = trainer.config.epochs * len(trainer.minibatch_rows)
+    kept, losses = {}, []
+
+    def grad_fn(theta, _step, rows):  # this objective on the step's minibatch
+        return value_and_grad(theta, *trainer_view(trainer, rows), apply_fn, loss_fn)
+
+    for m, st in enumerate(trainer.steps(grad_fn=grad_fn), start=1):
+        if m in (1, m_last):
+            kept[m] = st.new_trainable
+        losses.append(float(st.value))
     n_eval = min(cfg.eval_sequences, trainer.batch.sampled.shape[0])
     view, targets = trainer_view(trainer, np.arange(n_eval), dtype=jnp.float64)
-    to64 = lambda t: jax.tree_util.tree_map(lambda a: a.astype(jnp.float64), t)
+    to64 = lambda t: optax.tree.cast(t, jnp.float64)  # noqa: E731
     theta0 = trainer.trainable0
     tokens = TokenInputs(
         mask=targets.weight > 0,
@@ -179,7 +177,7 @@ def linearization_unit(
         "steps": {},
     }
     for m in sorted(kept):
-        delta = to64(tree_axpy(-1.0, theta0, kept.pop(m)))
+        delta = to64(optax.tree.sub(kept.pop(m), theta0))
         curve = linearization_curve(
             apply_fn,
             to64(theta0),
@@ -190,7 +188,7 @@ def linearization_unit(
             loss_fn=lambda z: loss_fn(z, targets)[0],
         )
         s = summarize(curve)
-        s["update_norm"] = float(tree_norm(delta))
+        s["update_norm"] = float(optax.tree.norm(delta))
         s["thresholds"] = {
             stat: {str(level): crossing_alpha(grid, s[stat], level) for level in LEVELS}
             for stat in ("residual_median", "residual_aggregate")

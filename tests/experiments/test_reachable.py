@@ -3,6 +3,7 @@
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
+import optax
 import pytest
 
 from experiments import _reachable
@@ -13,7 +14,6 @@ from theorycheck.probes import (
     directionality_fn,
     linearization_curve,
     objective_fn,
-    tree_axpy,
 )
 
 B, N, D, V = 2, 3, 4, 5
@@ -46,7 +46,7 @@ def _setup(apply_fn):
 
 def _at(apply_fn, s):
     x, theta0, tg, d = _setup(apply_fn)
-    star = tree_axpy(s, d, theta0)
+    star = optax.tree.add_scale(theta0, s, d)
     tgs = _reachable.reachable_targets(apply_fn, star, x, tg, BETA)
     loss_fn = objective_fn("lco_mse")
     res = _reachable.residual_fn(apply_fn, loss_fn)(theta0, star, x, tgs)
@@ -107,7 +107,7 @@ def test_residual_agrees_with_the_per_token_linearization_curve():
     curve = linearization_curve(
         tanh_fn,
         theta0,
-        tree_axpy(-1.0, theta0, star),
+        optax.tree.sub(star, theta0),
         x,
         TokenInputs(mask=jnp.ones(B * N), sampled=jnp.zeros(B * N, int)),
         alphas=[1.0],

@@ -4,6 +4,7 @@ chain-rule and loss-based bounds, Prop. 4.4's inner products, linearized descent
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from jax.flatten_util import ravel_pytree
 
@@ -18,7 +19,6 @@ from theorycheck.probes import (
     linearized_descent,
     sigma_max,
     spikes,
-    tree_axpy,
 )
 
 
@@ -125,7 +125,7 @@ def test_kappa_bounds_the_logit_gradient_by_the_loss(name):
 
 def test_directionality_routes_agree_and_convexity_holds_in_logit_space():
     params, delta, tokens, mask, sampled = tiny(seed=6)
-    star = tree_axpy(3.0, delta, params)
+    star = optax.tree.add_scale(params, 3.0, delta)
     inputs = _inputs(params, tokens, mask, sampled, "lco_mse")
     out = directionality_fn(apply_fn, _loss_fn("lco_mse"))(params, star, tokens, inputs)
     assert out["param_inner"] == pytest.approx(float(out["jvp_inner"]), rel=1e-10)
@@ -148,7 +148,7 @@ def test_linearized_descent_is_real_descent_for_a_linear_model():
     for _ in range(6):
         real.append(float(loss(f(p, x), target)[0]))
         g = jax.grad(lambda q: loss(f(q, x), target)[0])(p)
-        p = tree_axpy(-eta, g, p)
+        p = optax.tree.add_scale(p, -eta, g)
     np.testing.assert_allclose(lin, real, rtol=1e-12)
     assert 0 < contraction_rate(lin) < 1
 

@@ -4,6 +4,7 @@ finite differences, thresholds."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from tests.probes._tinylm import apply_fn, tiny
@@ -13,7 +14,6 @@ from theorycheck.probes import (
     crossing_alpha,
     linearization_curve,
     summarize,
-    tree_axpy,
 )
 
 
@@ -53,8 +53,8 @@ def test_linearization_jvp_matches_finite_differences():
     params, delta, tokens, mask, sampled = tiny(seed=1)
     toks = TokenInputs(mask=mask, sampled=sampled)
     h = 1e-5
-    zp = apply_fn(tree_axpy(h, delta, params), tokens)
-    zm = apply_fn(tree_axpy(-h, delta, params), tokens)
+    zp = apply_fn(optax.tree.add_scale(params, h, delta), tokens)
+    zm = apply_fn(optax.tree.add_scale(params, -h, delta), tokens)
     fd = (zp - zm) / (2 * h)
     curve = linearization_curve(apply_fn, params, delta, tokens, toks, alphas=[h])
     z0 = apply_fn(params, tokens)
@@ -67,7 +67,9 @@ def test_linearization_jvp_matches_finite_differences():
 
 def test_linearization_predictions_converge_to_realized_changes():
     params, delta, tokens, mask, sampled = tiny(seed=2)
-    blogp = jax.nn.log_softmax(apply_fn(tree_axpy(0.5, delta, params), tokens), axis=-1)
+    blogp = jax.nn.log_softmax(
+        apply_fn(optax.tree.add_scale(params, 0.5, delta), tokens), axis=-1
+    )
     toks = TokenInputs(mask=mask, sampled=sampled, behavior_logp=blogp)
 
     def loss_fn(z):

@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from theorycheck.numeric import divergence
 from theorycheck.probes import divergences, kl_rows, predict_change
 from theorycheck.rl import TrainConfig, Trainer
 
@@ -15,6 +16,34 @@ def test_kl_rows_matches_the_definition():
     pi = np.exp(z) / np.exp(z).sum(-1, keepdims=True)
     want = np.sum(mu * np.log(mu / pi), -1)
     np.testing.assert_allclose(np.asarray(kl_rows(np.log(mu), z)), want, rtol=1e-12)
+
+
+def test_kl_rows_is_the_numeric_kl_with_zero_mass_tokens():
+    # kl_rows is numeric's full KL of log_softmax(z): the same values as the checked
+    # public divergence(kind="kl"), also where μ_i = 0 (log μ_i = -inf, 0 log 0 = 0),
+    # and finite derivatives there (the probes differentiate it twice).
+    rng = np.random.default_rng(1)
+    mu = rng.dirichlet(np.ones(6), size=4)
+    mu[:, 2] = 0.0
+    mu[1, 4] = 0.0
+    mu /= mu.sum(-1, keepdims=True)
+    with np.errstate(divide="ignore"):
+        blogp = np.log(mu)
+    z = rng.normal(size=(4, 6))
+    want = divergence(blogp, z, np.zeros(4, int), kind="kl")
+    got = kl_rows(blogp, z)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    pi = np.exp(z) / np.exp(z).sum(-1, keepdims=True)
+    live = mu > 0
+    ref = np.sum(np.where(live, mu * (np.where(live, blogp, 0) - np.log(pi)), 0), -1)
+    np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-12)
+    v = rng.normal(size=z.shape)
+    f = lambda e: kl_rows(blogp, z + e * v)  # noqa: E731
+    d1 = jax.jvp(f, (0.0,), (1.0,))[1]
+    d2 = jax.jvp(lambda e: jax.jvp(f, (e,), (1.0,))[1], (0.0,), (1.0,))[1]
+    assert np.all(np.isfinite(np.asarray(d1))) and np.all(np.isfinite(np.asarray(d2)))
+    # ∂D/∂z = π − μ, so the first derivative along v is <π − μ, v>
+    np.testing.assert_allclose(np.asarray(d1), np.sum((pi - mu) * v, -1), rtol=1e-10)
 
 
 def test_predicted_change_matches_finite_differences(tiny, rollouts_bf16):

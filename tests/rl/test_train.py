@@ -1,6 +1,9 @@
 """The trainer: exact frozen trunk, on-policy start, GRPO advantages, two routes to
 the gradient, masked and clipped steps."""
 
+import ast
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -112,10 +115,101 @@ def test_train_runs_every_step_and_moves_the_weights(tiny, rollouts_bf16):
     cfg = TrainConfig(minibatches=4, epochs=2, lr=1e-2)
     tr = Trainer(tiny, rollouts_bf16, cfg, seed=0)
     calls = []
-    final, losses = train(tr, on_step=lambda *a: calls.append(a[:2]))
+    final, losses = train(tr, on_step=lambda s: calls.append((s.epoch, s.step)))
     assert calls == [(e, s) for e in range(2) for s in range(4)]
     assert len(losses) == 8
     moved = jax.tree_util.tree_map(
         lambda a, b: float(jnp.max(jnp.abs(a - b))), final, tr.trainable0
     )
     assert max(jax.tree_util.tree_leaves(moved)) > 0
+
+
+def _leaves_equal(a, b):
+    return all(
+        np.array_equal(np.asarray(x), np.asarray(y))
+        for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b))
+    )
+
+
+def test_steps_chain_theta_through_the_updates(tiny, rollouts_bf16):
+    # Each step starts where the previous one ended, its update is the optimizer's
+    # for its own minibatch's gradient at θ_t, and train ends at the last θ_{t+1}.
+    cfg = TrainConfig(minibatches=2, epochs=2, lr=1e-2)
+    tr = Trainer(tiny, rollouts_bf16, cfg, seed=0)
+    steps = list(tr.steps())
+    assert [(s.epoch, s.step) for s in steps] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert _leaves_equal(steps[0].trainable, tr.trainable0)
+    for s, nxt in zip(steps, steps[1:]):
+        assert _leaves_equal(nxt.trainable, s.new_trainable)
+        assert _leaves_equal(nxt.opt_state, s.new_opt_state)
+    s = steps[1]
+    loss, grads = tr.loss_and_grad(s.trainable, s.rows)
+    assert float(loss) == float(s.value)
+    assert _leaves_equal(grads, s.grads)
+    new, _, delta = tr.update(s.trainable, s.opt_state, grads)
+    assert _leaves_equal(delta, s.delta) and _leaves_equal(new, s.new_trainable)
+    final, losses = train(tr)
+    assert _leaves_equal(final, steps[-1].new_trainable)
+    assert losses == [float(s.value) for s in steps]
+
+
+def test_steps_take_a_custom_gradient_and_time_its_phases(tiny, rollouts_bf16):
+    # A zero gradient under SGD leaves θ where it was; the value is passed through
+    # and the timer sees the grad and update calls of every step.
+    cfg = TrainConfig(optimizer="sgd", minibatches=2, epochs=1, lr=0.5)
+    tr = Trainer(tiny, rollouts_bf16, cfg, seed=0)
+    zero = jax.tree_util.tree_map(jnp.zeros_like, tr.trainable0)
+    phases = []
+
+    def timer(phase, fn, *args):
+        phases.append(phase)
+        return fn(*args)
+
+    steps = list(
+        tr.steps(grad_fn=lambda th, j, rows: (("custom", j), zero), timer=timer)
+    )
+    assert [s.value for s in steps] == [("custom", 0), ("custom", 1)]
+    assert phases == ["grad", "update"] * 2
+    assert _leaves_equal(steps[-1].new_trainable, tr.trainable0)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: modules that still step an optimizer themselves: the probe's fast path (its loop in
+#: ``_probe._run_fast`` and its K-mask update in ``_fast``), checked number for number
+#: against the plain loop on ``Trainer.steps`` by tests/probes/test_fast.py.
+OWN_STEP = {"theorycheck/probes/_probe.py", "theorycheck/probes/_fast.py"}
+
+
+def own_loops(root: Path = ROOT) -> set[str]:
+    """Files of the package and the experiments that call ``.schedule()`` or
+    ``apply_updates`` (the parts of a training loop) outside ``theorycheck/rl``."""
+    out = set()
+    for path in [
+        *root.joinpath("theorycheck").rglob("*.py"),
+        *root.glob("experiments/*.py"),
+    ]:
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith("theorycheck/rl/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if node.func.attr in ("schedule", "apply_updates"):
+                    out.add(rel)
+    return out
+
+
+def test_one_training_loop():
+    # The loop is Trainer.steps; a probe or experiment iterates it (grad_fn= for its
+    # own objective) instead of stepping the optimizer itself.
+    assert own_loops() == OWN_STEP
+
+
+def test_one_training_loop_check_can_fail(tmp_path):
+    (tmp_path / "theorycheck" / "rl").mkdir(parents=True)
+    (tmp_path / "experiments").mkdir()
+    (tmp_path / "theorycheck" / "rl" / "_train.py").write_text("t.schedule()\n")
+    (tmp_path / "experiments" / "x.py").write_text(
+        "for e, s, rows in trainer.schedule():\n    p = optax.apply_updates(p, u)\n"
+    )
+    assert own_loops(tmp_path) == {"experiments/x.py"}

@@ -171,7 +171,13 @@ def _check_and_report(spec: str, report, **kwargs):
     result = check_convexity(spec, **kwargs)
     _torch_gate_record(result)
     if report is not None:
-        write_report(result, report)
+        write_report(
+            result,
+            report,
+            resolved=result.resolved,  # the loss as the check resolved it
+            settings=kwargs.get("params") or {},  # this command's --set values
+            fit=result.fit,  # the structure stage's sampled-token fit
+        )
     return result
 
 

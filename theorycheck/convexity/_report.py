@@ -9,29 +9,53 @@ region where :math:`\lambda_{\min} \ge 0` on the slice), and the counterexample'
 :math:`\pi_k` marked. A symmetric-log axis keeps curves of very different sizes
 readable. When a behavior probability ``q`` is used, the top axis shows
 :math:`r = \pi_k / q`.
+
+The report takes its inputs separately from the verdict: the verdict record
+(:class:`ConvexityResult`: verdict, scope, methods, counterexample, condition, the
+values used), the resolved loss it evaluates, the ``--set`` values it builds the
+inputs from, and the structure stage's fit of the sampled-token family (if any).
 """
 
 from __future__ import annotations
 
 import pathlib
+from collections.abc import Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from theorycheck.convexity._check import ConvexityResult
-from theorycheck.convexity._resolve import build_inputs
+from theorycheck.convexity._resolve import ResolvedLoss, build_inputs
 
 __all__ = ["condition_curves", "min_eigenvalue_curve", "write_report"]
 
 
-def min_eigenvalue_curve(result: ConvexityResult, *, vocab: int = 3, num: int = 199):
-    """``(pi_k grid, lambda_min)`` at logits with ``pi_k = x`` and the rest uniform."""
-    numeric = build_inputs(result.resolved, result.settings, vocab, 0, exact=False)
+def min_eigenvalue_curve(
+    resolved: ResolvedLoss,
+    settings: Mapping[str, float],
+    *,
+    vocab: int = 3,
+    num: int = 199,
+):
+    r"""``(pi_k grid, lambda_min)`` at logits with ``pi_k = x`` and the rest uniform.
+
+    .. math::
+        \lambda_{\min}\big(\nabla_z^2 L(z)\big),\quad
+        z = \log(x, \tfrac{1-x}{V-1}, \dots),\ k = 0
+
+    Args:
+        resolved: the loss (as the check resolved it).
+        settings: the ``--set`` values the inputs are built from.
+        vocab: V of the slice.
+        num: grid points of :math:`\pi_k` in [0.005, 0.995].
+    """
+    numeric = build_inputs(resolved, settings, vocab, 0, exact=False)
     x = np.linspace(0.005, 0.995, num)
     rest = (1.0 - x) / (vocab - 1)
     logits = np.log(np.column_stack([x] + [rest] * (vocab - 1)))
-    loss = result.resolved.loss
+    loss = resolved.loss
     with jax.enable_x64(True):
         hess = jax.jit(jax.vmap(jax.hessian(lambda z: loss(z, 0, **numeric.numeric))))
         h = np.asarray(hess(jnp.asarray(logits, jnp.float64)))
@@ -73,16 +97,22 @@ def _shade(ax, x, ok, label):
         first = False
 
 
-def _plot(result: ConvexityResult, path: pathlib.Path) -> str:
+def _plot(
+    result: ConvexityResult,
+    resolved: ResolvedLoss,
+    settings: Mapping[str, float],
+    fit: Any,
+    path: pathlib.Path,
+) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    x, lam = min_eigenvalue_curve(result)
+    x, lam = min_eigenvalue_curve(resolved, settings)
     fig, ax = plt.subplots(figsize=(7.0, 4.4))
     ax.plot(x, lam, color="tab:blue", label=r"$\lambda_{\min}(\nabla_z^2 L)$, V = 3")
-    curves = condition_curves(result.fit, x) if result.fit is not None else {}
+    curves = condition_curves(fit, x) if fit is not None else {}
     styles = {"-f'": ("tab:red", r"$-f'$ (must be $\geq 0$)")}
     styles["margin"] = ("tab:orange", r"margin $-f' + f''(1-\pi_k)/\pi_k$ ($\geq 0$)")
     for name, y in curves.items():
@@ -133,12 +163,24 @@ def _plot(result: ConvexityResult, path: pathlib.Path) -> str:
     )
 
 
-def write_report(result: ConvexityResult, out_dir) -> pathlib.Path:
+def write_report(
+    result: ConvexityResult,
+    out_dir,
+    *,
+    resolved: ResolvedLoss,
+    settings: Mapping[str, float],
+    fit: Any = None,
+) -> pathlib.Path:
     """Writes ``convexity_<loss>.md`` and ``convexity_<loss>.png`` under ``out_dir``.
 
     Args:
-        result: the verdict (it carries the resolved loss and the ``--set`` values).
+        result: the verdict record (verdict, scope, methods, counterexample,
+            condition, the values used).
         out_dir: output folder (created).
+        resolved: the loss the plot evaluates (the one the check resolved).
+        settings: the ``--set`` values the plot's inputs are built from.
+        fit: the structure stage's fit of the sampled-token family (its two PSD
+            conditions are plotted), or None (the plot shades λ_min ≥ 0 instead).
 
     Returns:
         The markdown path.
@@ -146,7 +188,7 @@ def write_report(result: ConvexityResult, out_dir) -> pathlib.Path:
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     stem = "convexity_" + "".join(c if c.isalnum() else "_" for c in result.loss)
-    slice_note = _plot(result, out / f"{stem}.png")
+    slice_note = _plot(result, resolved, settings, fit, out / f"{stem}.png")
     lines = [
         f"# Logits convexity: `{result.loss}`",
         "",

@@ -13,7 +13,12 @@ from theorycheck.numeric._curvature_search import (
     verify_curvature,
 )
 from theorycheck.numeric._ddot import DdotResult, ddot
-from theorycheck.numeric._divergence import binary_kl, binary_tv, divergence
+from theorycheck.numeric._divergence import (
+    binary_kl,
+    binary_tv,
+    divergence,
+    full_divergence,
+)
 from theorycheck.numeric._gathered import topk_predict
 from theorycheck.numeric._hessian import (
     EigResult,
@@ -44,6 +49,7 @@ __all__ = [
     "dppo_mask",
     "first_order_radius",
     "frozen_loss_fn",
+    "full_divergence",
     "hvp_fn",
     "lanczos_smallest",
     "logit_hessian",

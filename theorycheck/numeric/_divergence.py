@@ -119,8 +119,34 @@ def _check_prob(name: str, x: Array) -> None:
         raise BadInput(f"{name} = {a[bad].flat[0]!r} is not a probability in [0, 1]")
 
 
-def full_divergence(behavior_logp: Array, logp: Array, kind: str) -> Array:
-    """Full-vocabulary KL / reverse KL / TV from log-probs (no checks; jit-safe)."""
+def full_divergence(
+    behavior_logp: Float[ArrayLike, "... V"], logp: Float[ArrayLike, "... V"], kind: str
+) -> Float[Array, " ..."]:
+    r"""Full-vocabulary KL / reverse KL / TV per row from log-probs (no checks).
+
+    .. math::
+        D_{KL} = \sum_i \mu_i(\log\mu_i - \log\pi_i),\quad
+        D_{rKL} = \sum_i \pi_i(\log\pi_i - \log\mu_i),\quad
+        D_{TV} = \tfrac12\sum_i |\mu_i - \pi_i|
+
+    with ``0 log 0 = 0`` and gradients free of NaN where :math:`\mu_i = 0` (KL).
+    The jit-safe core of :func:`divergence` (which validates its inputs first), for
+    callers inside a traced function (the probes' per-token D and its JVPs).
+
+    Args:
+        behavior_logp: ``[..., V]`` log μ (``-inf`` allowed where μ_i = 0).
+        logp: ``[..., V]`` log π (normalised log-probs, e.g. ``log_softmax(z)``).
+        kind: ``"kl"``, ``"reverse_kl"`` or ``"tv"``.
+
+    Returns:
+        ``[...]`` the divergence of each row.
+
+    Examples:
+        >>> import numpy as np
+        >>> mu = np.array([np.log(0.5), np.log(0.5), -np.inf])
+        >>> round(float(full_divergence(mu, np.log([0.25, 0.25, 0.5]), "kl")), 6)
+        0.693147
+    """
     if kind == "kl":
         return jnp.sum(_xlogy_ratio(behavior_logp, logp), axis=-1)
     if kind == "reverse_kl":

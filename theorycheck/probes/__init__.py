@@ -34,9 +34,6 @@ from theorycheck.probes._linearization import (
     crossing_alpha,
     linearization_curve,
     summarize,
-    tree_axpy,
-    tree_dot,
-    tree_norm,
 )
 from theorycheck.probes._mask import RULES, coupled_mask, coupled_update
 from theorycheck.probes._metrics import (
@@ -51,7 +48,6 @@ from theorycheck.probes._objective import (
     Targets,
     View,
     objective_fn,
-    run_steps,
     trainer_apply_fn,
     trainer_view,
     value_and_grad,
@@ -88,7 +84,6 @@ __all__ = [
     "power_iteration_fn",
     "predict_change",
     "run_probe",
-    "run_steps",
     "sigma_max",
     "sign_metrics",
     "signs",
@@ -97,9 +92,6 @@ __all__ = [
     "taylor_fn",
     "trainer_apply_fn",
     "trainer_view",
-    "tree_axpy",
-    "tree_dot",
-    "tree_norm",
     "unsafe_keep",
     "value_and_grad",
 ]

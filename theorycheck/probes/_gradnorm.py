@@ -33,10 +33,11 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
+import optax
 from jax import Array
 
 from theorycheck._errors import BadInput
-from theorycheck.probes._linearization import ApplyFn, tree_axpy, tree_dot, tree_norm
+from theorycheck.probes._linearization import ApplyFn
 
 
 def kappa(name: str, vocab: int) -> float:
@@ -67,14 +68,6 @@ def kappa(name: str, vocab: int) -> float:
             f"loss {name!r} has no loss-based gradient bound; known: {sorted(table)}"
         )
     return table[name]
-
-
-def _random_like(params, key):
-    leaves, treedef = jax.tree_util.tree_flatten(params)
-    keys = jr.split(key, len(leaves))
-    return jax.tree_util.tree_unflatten(
-        treedef, [jr.normal(k, x.shape, x.dtype) for k, x in zip(keys, leaves)]
-    )
 
 
 class SigmaMax(NamedTuple):
@@ -122,11 +115,11 @@ def power_iteration_fn(apply_fn: ApplyFn, iters: int) -> Callable:
             v, hist = carry
             u = jvp(v)
             (w,) = vjp(u)
-            wn = tree_norm(w)
+            wn = optax.tree.norm(w)
             hist = hist.at[i].set(wn / jnp.maximum(jnp.linalg.norm(u), 1e-300))
             return jax.tree_util.tree_map(lambda a: a / wn, w), hist
 
-        v0 = jax.tree_util.tree_map(lambda a: a / tree_norm(v0), v0)
+        v0 = jax.tree_util.tree_map(lambda a: a / optax.tree.norm(v0), v0)
         dtype = jax.tree_util.tree_leaves(params)[0].dtype
         v, hist = jax.lax.fori_loop(0, iters, body, (v0, jnp.zeros(iters, dtype)))
         return hist[-1], hist, v
@@ -162,7 +155,7 @@ def sigma_max(
     if iters < 1:
         raise BadInput(f"iters = {iters} must be ≥ 1")
     if init is None:
-        init = _random_like(params, jr.key(0) if key is None else key)
+        init = optax.tree.random_like(jr.key(0) if key is None else key, params)
     s, hist, v = power_iteration_fn(apply_fn, iters)(
         params, batch, jnp.asarray(mask), init
     )
@@ -195,7 +188,7 @@ def gradient_terms_fn(apply_fn: ApplyFn, loss_fn: Callable) -> Callable:
             "loss": loss,
             "token_losses": tok,
             "grad": g,
-            "grad_norm": tree_norm(g),
+            "grad_norm": optax.tree.norm(g),
             "logit_grad_norm": jnp.linalg.norm(gz),
         }
 
@@ -230,7 +223,7 @@ def directionality_fn(apply_fn: ApplyFn, loss_fn: Callable) -> Callable:
 
     def run(params, params_star, batch, inputs):
         f = lambda p: apply_fn(p, batch)
-        diff = tree_axpy(-1.0, params_star, params)
+        diff = optax.tree.sub(params, params_star)
         z, jd = jax.jvp(f, (params,), (diff,))
         z_star = f(params_star)
         (loss, _), gz = jax.value_and_grad(
@@ -239,7 +232,7 @@ def directionality_fn(apply_fn: ApplyFn, loss_fn: Callable) -> Callable:
         _, vjp = jax.vjp(f, params)
         (g,) = vjp(gz)
         return {
-            "param_inner": tree_dot(g, diff),
+            "param_inner": optax.tree.vdot(g, diff),
             "jvp_inner": jnp.vdot(gz, jd),
             "logit_inner": jnp.vdot(gz, z - z_star),
             "loss": loss,
@@ -258,7 +251,7 @@ def _lin_step(apply_fn, loss_fn, delta, params0, batch, inputs, eta):
     )
     _, vjp = jax.vjp(f, params0)
     (g,) = vjp(gz)
-    return tree_axpy(-eta, g, delta), loss
+    return optax.tree.add_scale(delta, -eta, g), loss
 
 
 def linearized_descent(
@@ -286,7 +279,7 @@ def linearized_descent(
         ``[steps + 1]`` losses ℓ(z^lin_j), j = 0..steps.
     """
 
-    delta = jax.tree_util.tree_map(jnp.zeros_like, params0)
+    delta = optax.tree.zeros_like(params0)
     losses = []
     for _ in range(steps + 1):
         delta, loss = _lin_step(apply_fn, loss_fn, delta, params0, batch, inputs, eta)

@@ -32,30 +32,14 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 from jax import Array
 from jaxtyping import Float
 
 from theorycheck._errors import BadInput
+from theorycheck.probes._taylor import kl_rows
 
 ApplyFn = Callable[[Any, Any], Float[Array, "... V"]]
-
-
-def tree_axpy(alpha, x, y):
-    """``alpha * x + y`` leaf by leaf (parameter pytrees)."""
-    return jax.tree_util.tree_map(lambda a, b: alpha * a + b, x, y)
-
-
-def tree_dot(x, y) -> Array:
-    """Euclidean inner product of two pytrees of the same structure."""
-    leaves = jax.tree_util.tree_leaves(
-        jax.tree_util.tree_map(lambda a, b: jnp.vdot(a, b), x, y)
-    )
-    return sum(leaves, jnp.zeros(()))
-
-
-def tree_norm(x) -> Array:
-    """Euclidean norm of a pytree."""
-    return jnp.sqrt(tree_dot(x, x))
 
 
 class TokenInputs(NamedTuple):
@@ -119,12 +103,6 @@ def _apply(apply_fn, params, batch):
 
 def _flat(z: Array) -> Array:
     return z.reshape(-1, z.shape[-1])
-
-
-def _forward_kl(blogp: Array, logits: Array) -> Array:
-    logp = jax.nn.log_softmax(logits, axis=-1)
-    mu = jnp.exp(blogp)
-    return jnp.sum(jnp.where(mu > 0, mu * (blogp - logp), 0.0), axis=-1)
 
 
 def linearization_curve(
@@ -191,7 +169,7 @@ def linearization_curve(
     if blogp is not None:
         blogp = _flat(jnp.asarray(blogp))
         ddiv_dir = jnp.sum((pi0 - jnp.exp(blogp)) * jdf, axis=-1)
-        div0 = _forward_kl(blogp, z0f)
+        div0 = kl_rows(blogp, z0f)
     if loss_fn is not None:
         loss0, gz = jax.value_and_grad(loss_fn)(z0)
         dloss_dir = jnp.vdot(gz, jd)
@@ -199,7 +177,7 @@ def linearization_curve(
     keys = ("residual", "dz", "lp", "lr", "ll", "dp", "dr", "dl", "Lp", "Lr", "Ll")
     out = {k: [] for k in keys}
     for a in alphas:
-        za = _apply(apply_fn, tree_axpy(a, delta, params), batch)
+        za = _apply(apply_fn, optax.tree.add_scale(params, a, delta), batch)
         dz = _flat(za) - z0f
         num = jnp.linalg.norm(dz - a * jdf, axis=-1)
         den = jnp.linalg.norm(dz, axis=-1)
@@ -216,8 +194,8 @@ def linearization_curve(
         zeros = jnp.zeros_like(den)
         if blogp is not None:
             out["dp"].append(a * ddiv_dir)
-            out["dr"].append(_forward_kl(blogp, _flat(za)) - div0)
-            out["dl"].append(_forward_kl(blogp, zl) - div0)
+            out["dr"].append(kl_rows(blogp, _flat(za)) - div0)
+            out["dl"].append(kl_rows(blogp, zl) - div0)
         else:
             out["dp"].append(zeros)
             out["dr"].append(zeros)

@@ -122,20 +122,18 @@ def matched_controls(trainer, probe, *, delta: float = 0.0, seed: int = 0) -> di
     import optax
 
     rng = np.random.default_rng(seed)
-    trainable = trainer.trainable0
-    opt_state = trainer.optimizer.init(trainable)
     records: dict = {k: [] for k in CONTROLS}
     gap = 0.0
-    for t, (_, _, rows) in enumerate(trainer.schedule()):
-        rec = probe["steps"][t]
+    for t, st in enumerate(trainer.steps()):  # the trainer's one loop
+        rec, rows = probe["steps"][t], st.rows
         sub = {k: rec[k][rows] for k in ("adv", "d0", "ratio", "ddot_full", "ntk2")}
         if "masks" in rec:
             ckeep = rec["masks"]["coupled"]["keep"]
         else:
             ckeep = coupled_mask(sub["d0"], sub["ntk2"], sub["adv"], delta=delta)
         for name, keep in matched_keeps(sub, ckeep, delta, rng).items():
-            _, grads = trainer.loss_and_grad(trainable, rows, keep)
-            new, _, _ = trainer.update(trainable, opt_state, grads)
+            _, grads = trainer.loss_and_grad(st.trainable, rows, keep)
+            new, _, _ = trainer.update(st.trainable, st.opt_state, grads)
             records[name].append(
                 {
                     "live": sub["adv"] != 0,
@@ -145,10 +143,8 @@ def matched_controls(trainer, probe, *, delta: float = 0.0, seed: int = 0) -> di
                     "after": divergences(trainer, new, rows),
                 }
             )
-        _, grads = trainer.loss_and_grad(trainable, rows)
-        trainable, opt_state, step = trainer.update(trainable, opt_state, grads)
         want = probe["update_norms"][t]
-        got = float(optax.tree.norm(step))
+        got = float(optax.tree.norm(st.delta))
         gap = max(gap, abs(got - want) / want if want else abs(got))
     out = {k: _score(v) for k, v in records.items()}
     out["max_rel_update_norm_gap"] = gap

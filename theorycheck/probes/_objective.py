@@ -103,9 +103,9 @@ def trainer_view(trainer, rows=None, dtype=None) -> tuple[View, Targets]:
     view = View(
         cast(b.hidden),
         b.attention_mask,
-        jax.tree_util.tree_map(cast, trainer.head_params),
+        optax.tree.cast(trainer.head_params, dtype),
     )
-    params0 = jax.tree_util.tree_map(cast, trainer.trainable0)
+    params0 = optax.tree.cast(trainer.trainable0, dtype)
     old = trainer_apply_fn(trainer.model_config, trainer.rows)(params0, view)
     mask = cast(b.response_mask)
     targets = Targets(
@@ -161,37 +161,3 @@ def value_and_grad(trainable, view, targets, apply_fn, loss_fn):
     return jax.value_and_grad(lambda p: loss_fn(apply_fn(p, view), targets)[0])(
         trainable
     )
-
-
-def run_steps(
-    apply_fn,
-    loss_fn,
-    trainable,
-    optimizer: optax.GradientTransformation,
-    minibatches,
-    *,
-    keep=(),
-):
-    """Optimizer steps over ``minibatches`` = ``[(view, targets), ...]`` in order.
-
-    Args:
-        apply_fn: from :func:`trainer_apply_fn` (a stable object: it is a jit key).
-        loss_fn: from :func:`objective_fn` (likewise).
-        trainable: θ_0.
-        optimizer: an optax transformation (e.g. ``Trainer.optimizer``).
-        minibatches: one ``(view, targets)`` per step.
-        keep: step counts m whose parameters θ_m to return.
-
-    Returns:
-        ``(kept, losses)``: ``{m: θ_m}`` for m in ``keep`` and the minibatch losses.
-    """
-    state = optimizer.init(trainable)
-    kept, losses = {}, []
-    for m, (view, targets) in enumerate(minibatches, start=1):
-        loss, grads = value_and_grad(trainable, view, targets, apply_fn, loss_fn)
-        updates, state = optimizer.update(grads, state, trainable)
-        trainable = optax.apply_updates(trainable, updates)
-        if m in keep:
-            kept[m] = trainable
-        losses.append(float(loss))
-    return kept, losses

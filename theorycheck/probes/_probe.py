@@ -100,37 +100,28 @@ def run_probe(
     blogp = np.asarray(batch.behavior_logp)
     sampled = np.asarray(batch.sampled)
     adv = np.asarray(batch.adv)
-    trainable = trainer.trainable0
-    opt_state = trainer.optimizer.init(trainable)
-    trajectory = [clock("realized", divergences, trainer, trainable)]
+    trajectory = [clock("realized", divergences, trainer, trainer.trainable0)]
     steps, norms = [], []
-    for epoch, step, rows in trainer.schedule():
-        _, grads = clock("grad", trainer.loss_and_grad, trainable, rows)
-        new, new_state, delta_theta = clock(
-            "update", trainer.update, trainable, opt_state, grads
-        )
-        d0, first, second = clock(
-            "jvp", predict_change, trainer, trainable, delta_theta
-        )
-        norms.append(float(optax.tree.norm(delta_theta)))
+    for st in trainer.steps(timer=clock):  # the trainer's one loop (theorycheck.rl)
+        trainable, rows = st.trainable, st.rows
+        d0, first, second = clock("jvp", predict_change, trainer, trainable, st.delta)
+        norms.append(float(optax.tree.norm(st.delta)))
         stats = clock("stats", _stats, trainer, trainable, blogp, sampled, adv, topk)
-        in_mb = np.zeros(sampled.shape[0], bool)
-        in_mb[rows] = True
-        rec = {
-            "epoch": epoch,
-            "step": step,
-            "rows": np.asarray(rows),
-            "in_minibatch": np.broadcast_to(in_mb[:, None], sampled.shape),
-            "adv": adv,
-            "d0": d0,
-            "d0_check": trajectory[-1],
-            "ntk1": first,
-            "ntk2": first + 0.5 * second,
-            "ratio": np.asarray(stats["ratio"]),
-        }
-        for est in ESTIMATORS:
-            rec[f"ddot_{est}"] = np.asarray(stats[f"ddot_kl_{est}"])
-        after = clock("realized", divergences, trainer, new)
+        parts = {f"ddot_{e}": np.asarray(stats[f"ddot_kl_{e}"]) for e in ESTIMATORS}
+        parts["ratio"] = np.asarray(stats["ratio"])
+        rec = _record(
+            st.epoch,
+            st.step,
+            rows,
+            adv,
+            sampled.shape,
+            d0,
+            trajectory[-1],
+            first,
+            first + 0.5 * second,
+            parts,
+        )
+        after = clock("realized", divergences, trainer, st.new_trainable)
         if masks:
             sub = {k: rec[k][rows] for k in _MASK_INPUTS}
             rec["masks"] = clock(
@@ -138,7 +129,7 @@ def run_probe(
                 _mask_branches,
                 trainer,
                 trainable,
-                opt_state,
+                st.opt_state,
                 rows,
                 sub,
                 delta,
@@ -146,7 +137,6 @@ def run_probe(
             )
         steps.append(rec)
         trajectory.append(after)
-        trainable, opt_state = new, new_state
     return {
         "steps": steps,
         "trajectory": np.stack(trajectory),

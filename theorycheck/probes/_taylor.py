@@ -24,14 +24,21 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import optax
 from jax.typing import ArrayLike
 from jaxtyping import Array, Float
+
+from theorycheck.numeric import full_divergence
 
 
 def kl_rows(
     behavior_logp: Float[ArrayLike, "... V"], logits: Float[ArrayLike, "... V"]
 ) -> Float[Array, " ..."]:
     r"""Forward KL :math:`\sum_i \mu_i(\log\mu_i - \log\pi_i)` per row (jit-safe).
+
+    :func:`theorycheck.numeric.full_divergence` (``kind="kl"``, ``0 log 0 = 0``) of
+    :math:`\log\pi = \mathrm{log\_softmax}(z)`: the same D as
+    ``theorycheck.numeric.divergence(..., kind="kl")``, without its eager checks.
 
     Args:
         behavior_logp: ``[..., V]`` log μ (``-inf`` allowed where μ_i = 0).
@@ -46,11 +53,7 @@ def kl_rows(
         0.0
     """
     logp = jax.nn.log_softmax(jnp.asarray(logits), axis=-1)
-    b = jnp.asarray(behavior_logp, logp.dtype)
-    live = b > -jnp.inf
-    return jnp.sum(
-        jnp.where(live, jnp.exp(b) * (jnp.where(live, b, 0.0) - logp), 0), -1
-    )
+    return full_divergence(jnp.asarray(behavior_logp, logp.dtype), logp, "kl")
 
 
 def taylor_fn(divergence_fn):
@@ -70,7 +73,7 @@ def taylor_fn(divergence_fn):
     """
 
     def line(eps, params, delta):
-        moved = jax.tree_util.tree_map(lambda p, d: p + eps * d, params, delta)
+        moved = optax.tree.add_scale(params, eps, delta)
         return divergence_fn(moved)
 
     def first(eps, params, delta):

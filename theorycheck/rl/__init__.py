@@ -7,7 +7,8 @@ sampling); ``record``/``from_record`` keep a batch compactly and rebuild it, the
 anchor recomputed by ``rescore`` (replay); ``make_problems`` generates verifiable
 tasks (Countdown in exact rational arithmetic, addition, capitals);
 ``Trainer``/``train`` run M minibatch steps per epoch against the fixed anchor with
-any registered token rule and reduction.
+any registered token rule and reduction; ``Trainer.steps`` is the one training loop
+(a ``Step`` record per optimizer step), which ``train`` and the probes iterate.
 """
 
 from theorycheck.rl._config import (
@@ -30,7 +31,7 @@ from theorycheck.rl._tasks import (
     make_problems,
 )
 from theorycheck.rl._tiny import CharTokenizer, tiny_model
-from theorycheck.rl._train import Batch, Trainer, take_rows, train
+from theorycheck.rl._train import Batch, Step, Trainer, take_rows, train
 
 __all__ = [
     "DRAW_STRIDE",
@@ -43,6 +44,7 @@ __all__ = [
     "Problem",
     "RolloutConfig",
     "Rollouts",
+    "Step",
     "TrainConfig",
     "Trainer",
     "addition_reward",

@@ -24,7 +24,7 @@ Weights are always jit arguments.
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -57,6 +57,35 @@ class Batch(NamedTuple):
     behavior_logp: jax.Array
     response_mask: jax.Array
     group: jax.Array
+
+
+class Step(NamedTuple):
+    r"""One optimizer step of :meth:`Trainer.steps`: θ_t to θ_{t+1} = θ_t + Δθ_t.
+
+    Attributes:
+        epoch: the pass over the batch (0-based).
+        step: the minibatch's index within the epoch.
+        rows: the minibatch's row indices.
+        trainable: θ_t, the parameters before the update.
+        opt_state: the optimizer state before the update.
+        value: what the gradient function returned beside the gradient (the
+            minibatch loss for the trainer's own objective).
+        grads: the gradient at θ_t.
+        delta: Δθ_t, the optimizer's update (``optax.apply_updates`` adds it).
+        new_trainable: θ_{t+1}.
+        new_opt_state: the optimizer state after the update.
+    """
+
+    epoch: int
+    step: int
+    rows: np.ndarray
+    trainable: Any
+    opt_state: Any
+    value: Any
+    grads: Any
+    delta: Any
+    new_trainable: Any
+    new_opt_state: Any
 
 
 @functools.partial(jax.jit, static_argnames=("config", "rows"))
@@ -256,26 +285,73 @@ class Trainer:
             for step, rows in enumerate(self.minibatch_rows):
                 yield epoch, step, rows
 
+    def steps(self, trainable=None, opt_state=None, *, grad_fn=None, timer=None):
+        r"""Runs :meth:`schedule` and yields one :class:`Step` per optimizer step.
+
+        .. math::
+            g_t = \nabla_\theta\mathcal L_{rows_t}(\theta_t),\qquad
+            (\Delta\theta_t, s_{t+1}) = \text{opt}(g_t, s_t, \theta_t),\qquad
+            \theta_{t+1} = \theta_t + \Delta\theta_t
+
+        The one training loop of the project: :func:`train` and the probes
+        (``theorycheck.probes``) iterate it and read each step's record instead of
+        repeating the loop. The step is computed before it is yielded; the caller
+        may evaluate anything at θ_t (or θ_{t+1}) before asking for the next one.
+
+        Args:
+            trainable: θ_0 (None: :attr:`trainable0`).
+            opt_state: the optimizer state at θ_0 (None: ``optimizer.init(θ_0)``).
+            grad_fn: ``(trainable, step, rows) -> (value, grads)`` (None: the
+                trainer's objective, :meth:`loss_and_grad`; the experiments pass
+                their own objective of the same rows).
+            timer: ``(phase, fn, *args) -> fn(*args)`` wrapped around the
+                ``"grad"`` and ``"update"`` calls (a probe's CPU clock), or None.
+
+        Yields:
+            :class:`Step`, in schedule order.
+        """
+        trainable = self.trainable0 if trainable is None else trainable
+        if opt_state is None:
+            opt_state = self.optimizer.init(trainable)
+        if grad_fn is None:
+            grad_fn = lambda tr, _step, rows: self.loss_and_grad(tr, rows)  # noqa: E731
+        if timer is None:
+            timer = lambda _phase, fn, *args: fn(*args)  # noqa: E731
+        for epoch, step, rows in self.schedule():
+            value, grads = timer("grad", grad_fn, trainable, step, rows)
+            new, new_state, delta = timer(
+                "update", self.update, trainable, opt_state, grads
+            )
+            yield Step(
+                epoch=epoch,
+                step=step,
+                rows=rows,
+                trainable=trainable,
+                opt_state=opt_state,
+                value=value,
+                grads=grads,
+                delta=delta,
+                new_trainable=new,
+                new_opt_state=new_state,
+            )
+            trainable, opt_state = new, new_state
+
 
 def train(trainer: Trainer, *, on_step=None):
-    """Runs every step of ``trainer.schedule()``; returns the final parameters.
+    """Runs every step of ``trainer.steps()``; returns the final parameters.
 
     Args:
         trainer: a prepared :class:`Trainer`.
-        on_step: optional callback ``(epoch, step, rows, trainable, opt_state,
-            grads, delta)`` called before each update is applied (probes use it).
+        on_step: optional callback called with each step's :class:`Step` (θ_t, the
+            optimizer state, the gradient and the update Δθ_t, before the next step).
 
     Returns:
         ``(trainable, losses)`` with the per-step minibatch losses.
     """
-    trainable = trainer.trainable0
-    opt_state = trainer.optimizer.init(trainable)
-    losses = []
-    for epoch, step, rows in trainer.schedule():
-        loss, grads = trainer.loss_and_grad(trainable, rows)
-        new, new_state, delta = trainer.update(trainable, opt_state, grads)
+    trainable, losses = trainer.trainable0, []
+    for step in trainer.steps():
         if on_step is not None:
-            on_step(epoch, step, rows, trainable, opt_state, grads, delta)
-        trainable, opt_state = new, new_state
-        losses.append(float(loss))
+            on_step(step)
+        trainable = step.new_trainable
+        losses.append(float(step.value))
     return trainable, losses
