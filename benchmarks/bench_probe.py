@@ -1,28 +1,29 @@
 """Benchmark of the sign-agreement probe on the embedded SmolLM2-135M (CPU, float64).
 
 One unit of the default sign-agreement run (``experiments/sign_agreement.py``: the
-``base`` variant with its three mask branches, seed 0, Countdown, 2 prompts x 8
-samples x 8 new tokens, M = 4 minibatches, last 2 blocks trainable, AdamW lr 1e-5,
-K = 20), probed twice in the same process on the same trainer: by the plain per-step
-loop (``run_probe(fast=False)``, the baseline) and by the fast path
-(``run_probe(fast=True)``). The plain loop runs its first :data:`BASELINE_STEPS`
-steps (of the shared machine's CPU, the whole plain unit is the most expensive part
-of the run): the first compiles, and its warm cost is the median of the later steps
-times the unit's number of steps (which leaves out its pass before the first step,
-in the plain loop's favour). The per-token arrays and the metrics are compared on
-those steps. The fast path
-runs cold (compile included) and then warm; its compile time is the difference.
-Every trainer shares one frozen trunk (computed once, timed once).
-Measured: updated tokens probed per CPU-second
+``base`` variant with its three mask branches, seed 0, the experiment's default
+rollout shape: Countdown, 8 prompts x 8 samples x 64 new tokens, dynamic sampling
+with up to 8 redraws for at least 2 mixed groups; M = 4 minibatches, last 2 blocks
+trainable, AdamW lr 1e-5, K = 20), probed twice in the same process on the same
+trainer: by the plain per-step loop (``run_probe(fast=False)``, the baseline) and by
+the fast path (``run_probe(fast=True)``). The plain loop runs its first
+:data:`BASELINE_STEPS` steps (of the shared machine's CPU, the whole plain unit is
+the most expensive part of the run): the first compiles, and its warm cost is the
+median of the later steps times the unit's number of steps (which leaves out its
+pass before the first step, in the plain loop's favour). The per-token arrays and
+the metrics are compared on those steps. The fast path runs cold (compile included)
+and then warm; its compile time is the difference. Every trainer shares one frozen
+trunk (computed once, timed once). Measured: updated tokens probed per CPU-second
 (``time.process_time``: all threads of the process) of the warm probe (probe +
 analysis) and of a whole unit (plus the frozen trunk, which the trainer computes
 once per rollout batch), the CPU seconds per phase of both paths (the profile of one
-unit), the rollout generation and the model load, and the largest difference
-between the two paths' per-token numbers.
+unit), the rollout generation and the model load, and the largest difference between
+the two paths' per-token numbers.
 
-Usage: python benchmarks/bench_probe.py [--new-tokens 8] [--prompts 2] [--samples 8]
-[--json-out PATH]. With ``--json-out`` it writes every measurement, the ratios, the
-targets and the provenance as JSON (``make bench`` writes
+Usage: python benchmarks/bench_probe.py [--new-tokens 64] [--prompts 8] [--samples 8]
+[--redraws 8] [--min-mixed 2] [--json-out PATH] (the defaults are
+``experiments.sign_agreement.Config``'s). With ``--json-out`` it writes every
+measurement, the ratios, the targets and the provenance as JSON (``make bench`` writes
 ``benchmarks/results/bench_probe.json``).
 """
 
@@ -279,11 +280,16 @@ def _same_metrics(a, b, rel=1e-9) -> tuple[int, int]:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--prompts", type=int, default=2)
-    p.add_argument("--samples", type=int, default=8)
-    p.add_argument("--new-tokens", type=int, default=8)
-    p.add_argument("--task", default="countdown")
-    p.add_argument("--model", default="smollm2")
+    from experiments.sign_agreement import Config
+
+    run = Config()  # the default sign-agreement run's shape
+    p.add_argument("--prompts", type=int, default=run.prompts)
+    p.add_argument("--samples", type=int, default=run.samples)
+    p.add_argument("--new-tokens", type=int, default=run.new_tokens)
+    p.add_argument("--redraws", type=int, default=run.redraws)
+    p.add_argument("--min-mixed", type=int, default=run.min_mixed)
+    p.add_argument("--task", default=run.task)
+    p.add_argument("--model", default=run.model)
     p.add_argument("--json-out", default=None)
     args = p.parse_args(argv)
     doc = _results.start("bench_probe", args)
@@ -305,9 +311,12 @@ def main(argv=None) -> None:
             args.task,
             args.prompts,
             seed=0,
+            redraws=args.redraws,
+            min_mixed=args.min_mixed,
             samples=args.samples,
             new_tokens=args.new_tokens,
             topk=20,
+            full_vocab=False,
         )
     )
     runs, profiles, steps = {}, {}, {}
