@@ -204,11 +204,8 @@ def generate(ctx: _common.Context, seed: int, engine: str):
 def run_unit(ctx: _common.Context, cfg: Config, unit: _common.Unit) -> dict:
     """One (variant, seed): train with the probe; every per-unit number."""
     from theorycheck.probes import analyze_probe, run_probe
-    from theorycheck.probes._matched import (
-        matched_controls,
-        paper_metric,
-        signal_split,
-    )
+    from theorycheck.probes._fast import matched_controls
+    from theorycheck.probes._matched import paper_metric, signal_split
     from theorycheck.rl import Trainer, anchor_gap
 
     tc = train_config(cfg, variants(cfg)[unit.spec])
