@@ -17,8 +17,10 @@ trunk (computed once, timed once). Measured: updated tokens probed per CPU-secon
 (``time.process_time``: all threads of the process) of the warm probe (probe +
 analysis) and of a whole unit (plus the frozen trunk, which the trainer computes
 once per rollout batch), the CPU seconds per phase of both paths (the profile of one
-unit), the rollout generation and the model load, and the largest difference between
-the two paths' per-token numbers.
+unit), the rollout generation of both engines (the float32 engine with the bfloat16
+engine's prompt draw), the anchor's rescore, the matched controls on the fast path,
+the model load, and the largest difference between the two paths' per-token numbers;
+from them the default run is extrapolated (:func:`_projection`).
 
 Usage: python benchmarks/bench_probe.py [--new-tokens 64] [--prompts 8] [--samples 8]
 [--redraws 8] [--min-mixed 2] [--json-out PATH] (the defaults are
