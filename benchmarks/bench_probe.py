@@ -1,28 +1,31 @@
 """Benchmark of the sign-agreement probe on the embedded SmolLM2-135M (CPU, float64).
 
 One unit of the default sign-agreement run (``experiments/sign_agreement.py``: the
-``base`` variant with its three mask branches, seed 0, Countdown, 2 prompts x 8
-samples x 8 new tokens, M = 4 minibatches, last 2 blocks trainable, AdamW lr 1e-5,
-K = 20), probed twice in the same process on the same trainer: by the plain per-step
-loop (``run_probe(fast=False)``, the baseline) and by the fast path
-(``run_probe(fast=True)``). The plain loop runs its first :data:`BASELINE_STEPS`
-steps (of the shared machine's CPU, the whole plain unit is the most expensive part
-of the run): the first compiles, and its warm cost is the median of the later steps
-times the unit's number of steps (which leaves out its pass before the first step,
-in the plain loop's favour). The per-token arrays and the metrics are compared on
-those steps. The fast path
-runs cold (compile included) and then warm; its compile time is the difference.
-Every trainer shares one frozen trunk (computed once, timed once).
-Measured: updated tokens probed per CPU-second
+``base`` variant with its three mask branches, seed 0, the experiment's default
+rollout shape: Countdown, 8 prompts x 8 samples x 64 new tokens, dynamic sampling
+with up to 8 redraws for at least 2 mixed groups; M = 4 minibatches, last 2 blocks
+trainable, AdamW lr 1e-5, K = 20), probed twice in the same process on the same
+trainer: by the plain per-step loop (``run_probe(fast=False)``, the baseline) and by
+the fast path (``run_probe(fast=True)``). The plain loop runs its first
+:data:`BASELINE_STEPS` steps (of the shared machine's CPU, the whole plain unit is
+the most expensive part of the run): the first compiles, and its warm cost is the
+median of the later steps times the unit's number of steps (which leaves out its
+pass before the first step, in the plain loop's favour). The per-token arrays and
+the metrics are compared on those steps. The fast path runs cold (compile included)
+and then warm; its compile time is the difference. Every trainer shares one frozen
+trunk (computed once, timed once). Measured: updated tokens probed per CPU-second
 (``time.process_time``: all threads of the process) of the warm probe (probe +
 analysis) and of a whole unit (plus the frozen trunk, which the trainer computes
 once per rollout batch), the CPU seconds per phase of both paths (the profile of one
-unit), the rollout generation and the model load, and the largest difference
-between the two paths' per-token numbers.
+unit), the rollout generation of both engines (the float32 engine with the bfloat16
+engine's prompt draw), the anchor's rescore, the matched controls on the fast path,
+the model load, and the largest difference between the two paths' per-token numbers;
+from them the default run is extrapolated (:func:`_projection`).
 
-Usage: python benchmarks/bench_probe.py [--new-tokens 8] [--prompts 2] [--samples 8]
-[--json-out PATH]. With ``--json-out`` it writes every measurement, the ratios, the
-targets and the provenance as JSON (``make bench`` writes
+Usage: python benchmarks/bench_probe.py [--new-tokens 64] [--prompts 8] [--samples 8]
+[--redraws 8] [--min-mixed 2] [--json-out PATH] (the defaults are
+``experiments.sign_agreement.Config``'s). With ``--json-out`` it writes every
+measurement, the ratios, the targets and the provenance as JSON (``make bench`` writes
 ``benchmarks/results/bench_probe.json``).
 """
 
@@ -42,6 +45,7 @@ import _results
 TARGETS = {
     "tokens_per_cpu_s": (">=", 10.0),
     "speedup": (">=", 10.0),
+    "run_projected_cpu_s": ("<=", 3600.0),  # 30 min wall if both cores are busy
 }
 # name: (numerator, denominator)
 RATIOS = {
@@ -82,7 +86,7 @@ def _probe(trainer, fast: bool, masks: bool = True, phases=None):
     from theorycheck.probes import analyze_probe, run_probe
 
     phases = {} if phases is None else phases
-    probe, cpu, _ = _cpu(
+    probe, cpu, wall = _cpu(
         lambda: run_probe(trainer, topk=20, masks=masks, fast=fast, timings=phases)
     )
     analysis, cpu_a, _ = _cpu(lambda: analyze_probe(probe))
@@ -90,6 +94,7 @@ def _probe(trainer, fast: bool, masks: bool = True, phases=None):
     phases["other"] = max(
         0.0, cpu - sum(v for k, v in phases.items() if k != "analysis")
     )
+    phases["_wall"] = wall
     return analysis, probe, cpu + cpu_a, phases
 
 
@@ -180,12 +185,32 @@ def _unit_gflop(trainer) -> dict:
     expansion of the blocks (at least 5 products per weight product: primal, two
     for the first and two for the second coefficient) and three head products
     (z, z', the pullback for g''); the minibatch gradient is a forward and a
-    backward (3 blocks, 2 head); the masks' branches are one forward, three
-    backwards and three forwards of the updated weights (1 + 6 + 3 blocks,
-    1 + 3 + 3 head); plus two whole-batch forwards (the start and the end).
+    backward (3 blocks, 2 head); the masks' branches are one forward of the blocks,
+    three backwards through them from the gradient's head-input cotangent and three
+    forwards of the updated weights (1 + 6 + 3 blocks, 3 head); plus two whole-batch
+    forwards (the start and the end).
     """
     import numpy as np
 
+    b, n = trainer.batch.sampled.shape
+    start = trainer.rows[0]
+    group = np.asarray(trainer.batch.group)
+    mb = trainer.minibatch_rows[0]
+    return _gflop(
+        trainer,
+        b=b,
+        n=n,
+        prompt=start + (-start % 32),
+        groups=len(np.unique(group)),
+        mb=len(mb),
+        mb_groups=len(np.unique(group[mb])),
+    )
+
+
+def _gflop(trainer, *, b, n, prompt, groups, mb, mb_groups) -> dict:
+    """:func:`_unit_gflop` of a batch of ``b`` rows x ``n`` response tokens, ``groups``
+    prompts of ``prompt`` padded positions, minibatches of ``mb`` rows holding
+    ``mb_groups`` prompts (the trainer's model and training config)."""
     c = trainer.model_config
     d, v = c.hidden_size, c.vocab_size
     heads = c.num_heads * c.head_dim
@@ -196,24 +221,65 @@ def _unit_gflop(trainer) -> dict:
         * (2 * d * heads + 2 * d * kv + 3 * d * c.intermediate_size)
     )
     head = 2 * d * v
-    b, n = trainer.batch.sampled.shape
-    start = trainer.rows[0]
-    prompt = start + (-start % 32)
-    group = np.asarray(trainer.batch.group)
-
-    def positions(rows):
-        return len(rows) * n + len(np.unique(group[rows])) * prompt
-
-    every = np.arange(b)
-    steps = trainer.config.epochs * len(trainer.minibatch_rows)
-    mb = trainer.minibatch_rows[0]
-    probe = 5 * block * positions(every) + 3 * head * b * n
-    grad = 3 * block * positions(mb) + 2 * head * len(mb) * n
-    masks = 10 * block * positions(mb) + 7 * head * len(mb) * n
-    realized = 2 * (block * positions(every) + head * b * n)
+    every = b * n + groups * prompt
+    rows = mb * n + mb_groups * prompt
+    steps = trainer.config.epochs * trainer.config.minibatches
+    probe = 5 * block * every + 3 * head * b * n
+    grad = 3 * block * rows + 2 * head * mb * n
+    masks = 10 * block * rows + 3 * head * mb * n
+    realized = 2 * (block * every + head * b * n)
     per = {"probe_pass": probe, "grad": grad, "masks": masks}
     out = {f"gflop_{k}_per_step": x / 1e9 for k, x in per.items()}
     out["gflop_unit"] = (steps * sum(per.values()) + realized) / 1e9
+    return out
+
+
+def _projection(q, trainer, wall) -> dict:
+    """The default sign-agreement run (``experiments.sign_agreement.Config``: its
+    seeds, both regimes) extrapolated from this run's rates.
+
+    A unit of the default shape costs its matrix-product count (:func:`_gflop`, the
+    padded prompt of this run) at this run's achieved GFLOP per CPU-second, times this
+    run's (trunk + probe + controls) / probe; its updated tokens are at least
+    ``min_mixed x samples x new_tokens`` (the mixed groups the dynamic sampling
+    guarantees). Rollouts (both engines) and the rescore scale with rows x new
+    tokens. Per seed: both engines' rollouts, one rescore, two units (the on-policy
+    unit taken to cost the ``base`` unit); plus one compile. Wall: CPU-s over this
+    run's warm-probe CPU/wall ratio (contention included), and over 2 (both cores
+    busy). At the default shape itself (no extrapolation) the scale factors are 1.
+    """
+    from experiments.sign_agreement import Config
+
+    run = Config()
+    b = run.prompts * run.samples
+    mb = b // trainer.config.minibatches
+    start = trainer.rows[0]
+    shape = _gflop(
+        trainer,
+        b=b,
+        n=run.new_tokens,
+        prompt=start + (-start % 32),
+        groups=run.prompts,
+        mb=mb,
+        mb_groups=min(mb, run.prompts),
+    )
+    out = {"default_gflop_unit": shape["gflop_unit"]}
+    probe = shape["gflop_unit"] / q["achieved_gflop_per_cpu_s"]
+    out["default_probe_cpu_s"] = probe
+    out["default_min_updated_tokens"] = run.min_mixed * run.samples * run.new_tokens
+    out["default_tokens_per_cpu_s"] = out["default_min_updated_tokens"] / probe
+    rows, n = trainer.batch.sampled.shape
+    scale = b * run.new_tokens / (rows * n)
+    extra = (q["trunk_cpu_s"] + q["controls_cpu_s"]) / q["probe_cpu_s"]
+    unit = probe * (1.0 + extra)
+    gen = q["rollouts_cpu_s"] + q["rollouts_f32_cpu_s"] + q["rescore_cpu_s"]
+    out["run_seeds"] = run.seeds
+    out["run_projected_cpu_s"] = (
+        run.seeds * (scale * gen + 2 * unit) + q["compile_cpu_s"]
+    )
+    out["probe_cpu_per_wall"] = q["probe_cpu_s"] / wall
+    out["run_projected_wall_s"] = out["run_projected_cpu_s"] / out["probe_cpu_per_wall"]
+    out["run_projected_wall_2cores_s"] = out["run_projected_cpu_s"] / 2
     return out
 
 
@@ -279,11 +345,16 @@ def _same_metrics(a, b, rel=1e-9) -> tuple[int, int]:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--prompts", type=int, default=2)
-    p.add_argument("--samples", type=int, default=8)
-    p.add_argument("--new-tokens", type=int, default=8)
-    p.add_argument("--task", default="countdown")
-    p.add_argument("--model", default="smollm2")
+    from experiments.sign_agreement import Config
+
+    run = Config()  # the default sign-agreement run's shape
+    p.add_argument("--prompts", type=int, default=run.prompts)
+    p.add_argument("--samples", type=int, default=run.samples)
+    p.add_argument("--new-tokens", type=int, default=run.new_tokens)
+    p.add_argument("--redraws", type=int, default=run.redraws)
+    p.add_argument("--min-mixed", type=int, default=run.min_mixed)
+    p.add_argument("--task", default=run.task)
+    p.add_argument("--model", default=run.model)
     p.add_argument("--json-out", default=None)
     args = p.parse_args(argv)
     doc = _results.start("bench_probe", args)
@@ -291,25 +362,62 @@ def main(argv=None) -> None:
     import jax
 
     jax.config.update("jax_enable_x64", True)
+    from experiments.sign_agreement import Config
     from theorycheck.models import load_model
     from theorycheck.probes import analyze_probe
-    from theorycheck.rl import TrainConfig, Trainer, collect_mixed, tiny_model
+    from theorycheck.rl import (
+        TrainConfig,
+        Trainer,
+        collect_mixed,
+        from_record,
+        record,
+        tiny_model,
+    )
 
     q: dict = {}
     model, q["load_cpu_s"], _ = _cpu(
         lambda: tiny_model() if args.model == "tiny" else load_model(args.model)
     )
-    (rollouts, _), q["rollouts_cpu_s"], q["rollouts_wall_s"] = _cpu(
+    (rollouts, draw), q["rollouts_cpu_s"], q["rollouts_wall_s"] = _cpu(
         lambda: collect_mixed(
             model,
             args.task,
             args.prompts,
             seed=0,
+            redraws=args.redraws,
+            min_mixed=args.min_mixed,
             samples=args.samples,
             new_tokens=args.new_tokens,
             topk=20,
+            full_vocab=False,
         )
     )
+    # as the experiment: the recorded batch, its anchor rescored (full vocabulary)
+    rollouts, q["rescore_cpu_s"], _ = _cpu(
+        lambda: from_record(
+            model,
+            record(rollouts),
+            engine_dtype="bfloat16",
+            temperature=1.0,
+            anchor=True,
+        )
+    )
+    # the on-policy regime's rollouts of the same prompts (engine = trainer precision)
+    _, q["rollouts_f32_cpu_s"], q["rollouts_f32_wall_s"] = _cpu(
+        lambda: collect_mixed(
+            model,
+            args.task,
+            args.prompts,
+            seed=0,
+            draw=draw,
+            engine_dtype="float32",
+            samples=args.samples,
+            new_tokens=args.new_tokens,
+            topk=20,
+            full_vocab=False,
+        )
+    )
+    q["prompt_draw"] = draw
     runs, profiles, steps = {}, {}, {}
     trunks: dict = {}
     trunk_s = _cpu(
@@ -326,6 +434,7 @@ def main(argv=None) -> None:
         cut = None if fast else BASELINE_STEPS
         steps[(name, phase)] = _time_steps(trainer, cut, phases)
         analysis, probe, cpu, phases = _probe(trainer, fast, phases=phases)
+        wall = phases.pop("_wall")
         phases["trunk"] = trunk_s
         phases["io"] = _cpu(functools.partial(_write_unit, analysis))[1]
         runs[(name, phase)] = (analysis, probe, cpu, trunk_s)
@@ -352,6 +461,17 @@ def main(argv=None) -> None:
         q[f"{prefix}tokens_per_cpu_s"] = tokens / cpu
         q[f"{prefix}unit_tokens_per_cpu_s"] = tokens / (cpu + trunk_s)
     q["compile_cpu_s"] = max(0.0, runs[("fast", "cold")][2] - runs[("fast", "warm")][2])
+    q["probe_wall_s"] = wall  # the fast path, warm (the loop's last run)
+    # the rest of an experiment unit: the matched controls on the fast path
+    from theorycheck.probes._fast import matched_controls
+
+    # (once: its programs are the probe's but the K = 4 gradient, compiled here)
+    tr = Trainer(model, rollouts, TrainConfig(), seed=0, trunk=trunks)
+    _, q["controls_cpu_s"], _ = _cpu(
+        functools.partial(
+            matched_controls, tr, runs[("fast", "warm")][1], delta=0.0, seed=0
+        )
+    )
     plain = runs[("baseline", "cold")][1]
     fast = _first_steps(runs[("fast", "warm")][1], len(plain["steps"]))
     q["max_rel_diff"] = _max_rel_diff(plain, fast)
@@ -368,10 +488,11 @@ def main(argv=None) -> None:
         q[f"gemm_{name}_gflop_per_cpu_s"] = rate
         q[f"bound_{name}_tokens_per_cpu_s"] = tokens / (q["gflop_unit"] / rate)
     q["achieved_gflop_per_cpu_s"] = q["gflop_unit"] / q["probe_cpu_s"]
+    q.update(_projection(q, trainer, wall))
     _report(args, doc, q, profiles)
     # the accelerator policy: the trainable top and every probe pass in float32
     trainer32 = Trainer(model, rollouts, TrainConfig(), seed=0, dtype="float32")
-    analysis32, probe32, _, _ = _probe(trainer32, True)
+    analysis32, probe32, _, _ = _probe(trainer32, True, masks=False)  # masks: no use
     q.update(_precision(runs[("fast", "warm")], (analysis32, probe32)))
     q["peak_rss_gb"] = _rss_gb()
     _report(args, doc, q, profiles)

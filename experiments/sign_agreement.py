@@ -201,20 +201,37 @@ def generate(ctx: _common.Context, seed: int, engine: str):
     return rollouts, {"prompt_draw": draw, "mixed_groups": mixed_groups(rollouts)}
 
 
+def _trunks(ctx: _common.Context, seed: int, engine: str, anchor: bool) -> dict:
+    """The frozen-trunk cache of one rollout batch (``Trainer(trunk=...)``, keyed
+    inside by trainable blocks, trainer seed and dtype): the variants of a seed that
+    train on the same batch (one engine) compute the trunk once; one batch is kept
+    at a time, as ``ctx.rollouts`` keeps one."""
+    key = (seed, engine, anchor)
+    held = getattr(ctx, "_sign_trunks", None)
+    if held is None or held[0] != key:
+        held = (key, {})
+        ctx._sign_trunks = held
+    return held[1]
+
+
 def run_unit(ctx: _common.Context, cfg: Config, unit: _common.Unit) -> dict:
     """One (variant, seed): train with the probe; every per-unit number."""
     from theorycheck.probes import analyze_probe, run_probe
-    from theorycheck.probes._matched import (
-        matched_controls,
-        paper_metric,
-        signal_split,
-    )
+    from theorycheck.probes._fast import matched_controls
+    from theorycheck.probes._matched import paper_metric, signal_split
     from theorycheck.rl import Trainer, anchor_gap
 
     tc = train_config(cfg, variants(cfg)[unit.spec])
     rollouts, meta = ctx.rollouts(unit.seed, unit.engine, anchor=tc.mismatch)
     sharding = _common.data_sharding(cfg.devices)
-    trainer = Trainer(ctx.model, rollouts, tc, seed=unit.seed, sharding=sharding)
+    trainer = Trainer(
+        ctx.model,
+        rollouts,
+        tc,
+        seed=unit.seed,
+        sharding=sharding,
+        trunk=_trunks(ctx, unit.seed, unit.engine, tc.mismatch),
+    )
     masks = unit.spec in mask_variants(cfg)
     probe = run_probe(trainer, topk=cfg.topk, delta=cfg.delta, masks=masks)
     out = analyze_probe(probe, delta=cfg.delta)

@@ -318,8 +318,28 @@ PROBE_LABELS = {
     "baseline_step_cpu_s": "plain loop: one step, warm (its second step, CPU-s)",
     "step_cpu_s": "fast: one step, warm (median, CPU-s)",
     "trunk_cpu_s": "frozen trunk, once per rollout batch (CPU-s)",
-    "rollouts_cpu_s": "rollout generation, both engines' share of one seed (CPU-s)",
-    "rollouts_wall_s": "rollout generation (wall s)",
+    "rollouts_cpu_s": "rollout generation, bfloat16 engine with the prompt-draw "
+    "search, one seed (CPU-s)",
+    "rollouts_wall_s": "rollout generation, bfloat16 engine (wall s)",
+    "rollouts_f32_cpu_s": "rollout generation, float32 engine (on-policy), the same "
+    "draw (CPU-s)",
+    "rollouts_f32_wall_s": "rollout generation, float32 engine (wall s)",
+    "prompt_draw": "prompt draw of the seed (dynamic sampling)",
+    "rescore_cpu_s": "bfloat16 anchor rescored over the full vocabulary (CPU-s)",
+    "probe_wall_s": "fast: probe + analysis, warm (wall s)",
+    "controls_cpu_s": "fast: matched controls (its K = 4 gradient compiled, CPU-s)",
+    "default_gflop_unit": "default shape: matrix-product GFLOP of one unit",
+    "default_probe_cpu_s": "default shape, extrapolated: probe CPU-s of one unit at "
+    "this run's GFLOP per CPU-s",
+    "default_min_updated_tokens": "default shape: updated tokens of a unit, at least",
+    "default_tokens_per_cpu_s": "default shape, extrapolated: updated tokens per "
+    "CPU-second, probe (at least)",
+    "run_seeds": "default run: seeds (both regimes each)",
+    "run_projected_cpu_s": "default run, extrapolated (CPU-s; see the text)",
+    "probe_cpu_per_wall": "fast: CPU-s per wall second of the warm probe (this run)",
+    "run_projected_wall_s": "default run, extrapolated wall at this run's CPU/wall (s)",
+    "run_projected_wall_2cores_s": "default run, extrapolated wall with both cores "
+    "busy (s)",
     "load_cpu_s": "model load + dequantise (CPU-s)",
     "max_rel_diff": "largest difference fast vs plain, per-token arrays of the first "
     "two steps (relative)",

@@ -1,7 +1,8 @@
 """The probe's fast path against the plain per-step loop: the same numbers (to float64
 rounding) for every recorded array and every metric of the analysis, on the tiny
-model; shared prompts, the one-pass-per-step bookkeeping, the masks' vmapped
-gradients and one compile for every seed of the same shape."""
+model; shared prompts, the one-pass-per-step bookkeeping, the masks' and the matched
+controls' gradients from one head pullback and one compile for every seed of the same
+shape."""
 
 import jax
 import numpy as np
@@ -80,6 +81,19 @@ def test_every_metric_of_the_analysis_matches_the_plain_loop(both):
     assert check <= 1e-12  # the start's direct pass agrees with the first JVP primal
     _close(a, b, "analysis")
     assert b["scale"]["updated_tokens"] > 0
+
+
+def test_matched_controls_match_the_plain_loop(both):
+    # the three controls' own updates (one forward and one head pullback for all
+    # four gradients of a step) against the plain per-step loop of _matched
+    from theorycheck.probes._matched import matched_controls
+
+    tr, plain, fast, _ = both
+    a = matched_controls(tr, plain, delta=0.0, seed=7)
+    b = _fast.matched_controls(tr, fast, delta=0.0, seed=7)
+    gap_a, gap_b = a.pop("max_rel_update_norm_gap"), b.pop("max_rel_update_norm_gap")
+    assert gap_a <= 1e-12 and gap_b <= 1e-9
+    _close(a, b, "controls")
 
 
 def test_the_start_and_the_end_of_the_trajectory_are_direct_passes(both):

@@ -15,10 +15,16 @@ against the plain loop in ``tests/probes/test_fast.py``):
   same function at :math:`\theta_{t+1}`), so no separate realized pass runs except at
   the start and the end of the run (the start's direct pass is compared with the
   first JVP's primal, ``d0_check``).
-* **Masks from one forward.** The gradients of the three masks' objectives are the
-  pullbacks of one forward of the minibatch with three cotangents (``vmap`` over the
-  keep-masks: the loss is linear in the keep-mask), and their post-update D comes
-  from one vmapped forward over the three updated parameter sets.
+* **Masks from the step's own head pullback.** The minibatch objective
+  :math:`J_k = \sum w\,k\,\ell(W h)` is linear in the keep-mask k and each token's
+  loss depends on its own logits, so with the head W frozen the cotangent at the
+  head's input is :math:`k \odot e`, :math:`e = w\,W^\top\nabla_z\ell`, for every
+  k: the unmasked gradient's call returns e, and the three masks' gradients are
+  three pullbacks through the blocks of one forward (``vmap`` over the keep-masks;
+  no head product, :func:`_grads_from`); their post-update D comes from one vmapped
+  forward over the three updated parameter sets. The matched controls
+  (:func:`matched_controls`) take the unmasked and their three gradients from one
+  such call.
 * **Jitted optimizer steps.** The trainer's optimizer step (``optax``: global-norm
   clip, then AdamW / Adam / SGD, :func:`theorycheck.rl.make_optimizer` of the
   trainer's config) runs as one compiled program per config instead of one dispatch
@@ -30,9 +36,9 @@ against the plain loop in ``tests/probes/test_fast.py``):
   θ = θ_old, where D, the ratio's direction and Ḋ are all rounding noise, see
   :func:`~theorycheck.probes.outside`), the step's mask work is skipped.
 * **Compile once per shape.** The prompt is left-padded to a multiple of
-  :data:`BUCKET` positions and the rows run in fixed-size chunks, so every seed and
-  variant with the same batch shape reuses one compiled program; weights are jit
-  arguments.
+  :data:`BUCKET` positions, the rows run in fixed-size chunks and a minibatch's
+  prompts are padded to the most it can hold, so every seed and variant with the
+  same batch shape reuses one compiled program; weights are jit arguments.
 """
 
 from __future__ import annotations
@@ -141,18 +147,22 @@ class _Plan:
         order = np.argsort(lay.group, kind="stable")  # group-sorted: few per chunk
         self.chunks = [order[s : s + size] for s in range(0, b, size)]
         self.chunk = size
-        sets = [np.unique(lay.group[c]) for c in self.chunks]
-        sets += [np.unique(lay.group[r]) for r in trainer.minibatch_rows]
-        self.groups = max(len(s) for s in sets)
+        self.groups = max(len(np.unique(lay.group[c])) for c in self.chunks)
+        # a minibatch's prompts padded to the most it can hold: the same shape for
+        # every seed (its rows are a random permutation's slice)
+        size_mb = max(len(r) for r in trainer.minibatch_rows)
+        self.mb_groups = min(size_mb, len(np.unique(lay.group)))
 
-    def rows(self, idx, size=None) -> _Rows:
-        """``_Rows`` of the row indices ``idx``, padded to ``size`` rows."""
+    def rows(self, idx, size=None, groups=None) -> _Rows:
+        """``_Rows`` of the row indices ``idx``, padded to ``size`` rows and
+        ``groups`` prompts (default: the chunks')."""
         idx = np.asarray(idx)
         size = len(idx) if size is None else size
+        groups = self.groups if groups is None else groups
         idx = np.concatenate([idx, np.repeat(idx[-1:], size - len(idx))])
         present = np.unique(self.lay.group[idx])
         present = np.concatenate(
-            [present, np.repeat(present[-1:], self.groups - len(present))]
+            [present, np.repeat(present[-1:], groups - len(present))]
         )
         local = np.searchsorted(present[: len(np.unique(present))], self.lay.group[idx])
         b = self.trainer.batch
@@ -211,6 +221,65 @@ def _grads(
 
     grad = jax.value_and_grad(objective)
     return jax.vmap(grad, in_axes=(None, 0))(trainable, keeps)
+
+
+def _features(trainable, head_params, config, r: _Rows):
+    """The head's input (after the final norm), ``[b, N, D]``."""
+    return logits_from_prefix(
+        trainable,
+        head_params,
+        config,
+        r.prefix_hidden,
+        r.prefix_mask,
+        r.hidden,
+        r.group,
+        features=True,
+    )
+
+
+@functools.partial(
+    jax.jit, static_argnames=("config", "loss", "params", "reduction", "groups")
+)
+def _grads_frozen_head(
+    trainable, head_params, r: _Rows, keeps, config, loss, params, reduction, groups
+):
+    r"""``(losses [K], grads [K, ...], e)`` for keep-masks ``keeps [K, b, N]``, with
+    the frozen head's pullback taken once for all K.
+
+    With :math:`z = W h(\theta)` and the objective
+    :math:`J_k = \sum_{b,t} w_{bt}\,k_{bt}\,\ell(z_{bt})` (linear in the keep-mask
+    k, each token's loss a function of its own logits), the cotangent at the head's
+    input is :math:`k_{bt}\,e_{bt}` with
+    :math:`e_{bt} = w_{bt}\,W^\top \nabla_z \ell(z_{bt})`, so
+    :math:`\nabla_\theta J_k = J_h^\top (k \odot e)`: one head product forward,
+    one backward, then K pullbacks through the blocks (``e`` is returned so that
+    later keep-masks of the same state reuse it, :func:`_grads_from`).
+    """
+    weights = reduction_weights(
+        r.response_mask, Reduction(reduction), group_ids=r.gids, num_groups=groups
+    )
+    w = _head_matrix(trainable, head_params, config)
+    h, pull = jax.vjp(lambda tr: _features(tr, head_params, config, r), trainable)
+    acc = jnp.promote_types(h.dtype, jnp.float32)
+
+    def objective(h):
+        z = jnp.einsum("bsd,vd->bsv", h, w, preferred_element_type=acc)
+        return weights * _token_losses(z, r, loss, params)
+
+    per_token, back = jax.vjp(objective, h)
+    e = back(jnp.ones_like(per_token))[0]
+    losses = jnp.einsum("kbs,bs->k", keeps, per_token)
+    grads = jax.vmap(lambda k: pull(k[..., None] * e)[0])(keeps)
+    return losses, grads, e
+
+
+@functools.partial(jax.jit, static_argnames=("config",))
+def _grads_from(trainable, head_params, r: _Rows, e, keeps, config):
+    """``grads [K, ...]`` of keep-masks ``keeps [K, b, N]`` from the head-input
+    cotangent ``e`` of the same state (:func:`_grads_frozen_head`): a forward of the
+    blocks and K pullbacks, no head product."""
+    _, pull = jax.vjp(lambda tr: _features(tr, head_params, config, r), trainable)
+    return jax.vmap(lambda k: pull(k[..., None] * e)[0])(keeps)
 
 
 def _head_matrix(trainable, head_params, config):
@@ -352,13 +421,18 @@ class FastProbe:
         self.plan = _Plan(trainer, self.lay)
         b = trainer.batch.sampled.shape[0]
         self.chunk_rows = [self.plan.rows(c, self.plan.chunk) for c in self.plan.chunks]
-        self.mb_rows = [self.plan.rows(r) for r in trainer.minibatch_rows]
+        self.mb_rows = [
+            self.plan.rows(r, groups=self.plan.mb_groups)
+            for r in trainer.minibatch_rows
+        ]
         self.b = b
 
     def grads(self, trainable, step: int, keeps):
-        """``(losses [K], grads [K, ...])`` of minibatch ``step`` for ``keeps``."""
+        """``(losses [K], grads [K, ...], e)`` of minibatch ``step`` for ``keeps``;
+        ``e`` is the head-input cotangent that :meth:`grads_from` reuses (None when
+        the head trains: then every call runs the whole forward and backward)."""
         t, c = self.trainer, self.trainer.config
-        return _grads(
+        args = (
             trainable,
             t.head_params,
             self.mb_rows[step],
@@ -368,6 +442,20 @@ class FastProbe:
             tuple(c.loss_params),
             c.reduction,
             t.groups,
+        )
+        if _head_matrix(trainable, t.head_params, t.model_config) is None:
+            return (*_grads(*args), None)
+        return _grads_frozen_head(*args)
+
+    def grads_from(self, trainable, step: int, e, keeps):
+        """``grads [K, ...]`` of minibatch ``step`` for ``keeps`` at the state whose
+        :meth:`grads` gave ``e`` (the same numbers as ``grads(...)[1]``)."""
+        t = self.trainer
+        keeps = jnp.asarray(keeps, t.batch.adv.dtype)
+        if e is None:
+            return self.grads(trainable, step, keeps)[1]
+        return _grads_from(
+            trainable, t.head_params, self.mb_rows[step], e, keeps, t.model_config
         )
 
     def update(self, trainable, opt_state, grads):
@@ -421,3 +509,67 @@ def first_of(stacked):
 def update_norm(delta) -> float:
     """Global norm of an update."""
     return float(optax.tree.norm(delta))
+
+
+def matched_controls(trainer, probe, *, delta: float = 0.0, seed: int = 0) -> dict:
+    """:func:`theorycheck.probes._matched.matched_controls` on the fast path: the same
+    schedule, keep-masks (the same random draws in the same order) and scores.
+
+    At every step the unmasked gradient and the three controls' gradients come from
+    one forward of the minibatch and one pullback of the frozen head
+    (:func:`_grads_frozen_head`, K = 4 keep-masks), the three controls' updates are
+    one vmapped program and their D after the step one vmapped forward of the
+    minibatch rows (at a step where no control removes a token, each control's D
+    after the step is the probe's unmasked one); the unmasked trajectory is retraced
+    (its update norms compared with the probe's, ``max_rel_update_norm_gap``).
+
+    Returns:
+        ``{control: {"masked_share", "kept_mean_d_after", "kept_mean_change",
+        "unsafe_keep"}, "max_rel_update_norm_gap": float}``.
+    """
+    from theorycheck.probes._mask import coupled_mask
+    from theorycheck.probes._matched import CONTROLS, _score, matched_keeps
+    from theorycheck.probes._metrics import outside
+
+    fp = FastProbe(trainer, topk=1)
+    rng = np.random.default_rng(seed)
+    trainable = trainer.trainable0
+    opt_state = trainer.optimizer.init(trainable)
+    records: dict = {k: [] for k in CONTROLS}
+    gap = 0.0
+    for t, (_, step, rows) in enumerate(trainer.schedule()):
+        rec = probe["steps"][t]
+        sub = {k: rec[k][rows] for k in ("adv", "d0", "ratio", "ddot_full", "ntk2")}
+        if "masks" in rec:
+            ckeep = rec["masks"]["coupled"]["keep"]
+        else:
+            ckeep = coupled_mask(sub["d0"], sub["ntk2"], sub["adv"], delta=delta)
+        keeps = matched_keeps(sub, ckeep, delta, rng)
+        ones = np.ones_like(sub["d0"])
+        if all(np.all(keeps[k] == 1.0) for k in CONTROLS):
+            # no control removes a token: each is the unmasked update (the probe's)
+            _, grads, _ = fp.grads(trainable, step, ones[None])
+            afters = [probe["trajectory"][t + 1][rows]] * len(CONTROLS)
+        else:
+            stack = np.stack([ones] + [keeps[k] for k in CONTROLS])
+            _, grads, _ = fp.grads(trainable, step, stack)
+            rest = jax.tree_util.tree_map(lambda x: x[1:], grads)
+            news = fp.update_many(trainable, opt_state, rest)
+            afters = fp.minibatch_divergences(news, step)
+        for i, name in enumerate(CONTROLS):
+            records[name].append(
+                {
+                    "live": sub["adv"] != 0,
+                    "keep": keeps[name] > 0,
+                    "d0": sub["d0"],
+                    "out": outside(sub["d0"], delta),
+                    "after": afters[i],
+                }
+            )
+        trainable, opt_state, upd = fp.update(trainable, opt_state, first_of(grads))
+        want = probe["update_norms"][t]
+        got = update_norm(upd)
+        gap = max(gap, abs(got - want) / want if want else abs(got))
+    out = {k: _score(v) for k, v in records.items()}
+    out["max_rel_update_norm_gap"] = gap
+    return out

@@ -179,17 +179,18 @@ def _record(epoch, step, rows, adv, shape, d0, d0_check, first, ntk2, stats):
     return rec
 
 
-def _fast_masks(fp, trainable, opt_state, step, sub, delta):
+def _fast_masks(fp, trainable, opt_state, step, e, sub, delta):
     """The three masks' branches. A branch whose keep-mask is all ones (it clips
     nothing) has the unmasked update: its ``d_after`` is left None and filled in from
     the trajectory later, like the ``none`` branch's; if no mask clips anything the
-    step runs no mask work, else the three run as one K = 3 call (one compile)."""
+    step runs no mask work, else the three run as one K = 3 call (one compile) from
+    the head-input cotangent ``e`` of the step's own gradient (no head product)."""
     keeps = _keeps(sub, delta)
     names = MASKS[1:]
     out = {name: {"keep": keeps[name], "d_after": None} for name in MASKS}
     if all(np.all(keeps[k] == 1.0) for k in names):
         return out
-    _, grads = fp.grads(trainable, step, np.stack([keeps[k] for k in names]))
+    grads = fp.grads_from(trainable, step, e, np.stack([keeps[k] for k in names]))
     news = fp.update_many(trainable, opt_state, grads)
     afters = fp.minibatch_divergences(news, step)
     for i, name in enumerate(names):
@@ -211,7 +212,7 @@ def _run_fast(trainer, topk, delta, masks, timings):
     trajectory = [clock("realized", fp.divergences, [trainable])[0]]
     steps, norms = [], []
     for epoch, step, rows in trainer.schedule():
-        _, grads = clock("grad", fp.grads, trainable, step, ones)
+        _, grads, e = clock("grad", fp.grads, trainable, step, ones)
         new, new_state, delta_theta = clock(
             "update", fp.update, trainable, opt_state, first_of(grads)
         )
@@ -240,6 +241,7 @@ def _run_fast(trainer, topk, delta, masks, timings):
                 trainable,
                 opt_state,
                 step,
+                e,
                 sub,
                 delta,
             )
