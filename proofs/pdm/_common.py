@@ -381,15 +381,22 @@ PREMISE_REPLAY_TOLERANCE = {"trainer": 1e-3, "engine": 0.25}
 def premise_replay_gap(rows, quick: bool) -> dict:
     """The cheap recomputation route of the premise rows: the two forwards of
     :func:`precision_pair` (one float32, one bfloat16, no update) give every
-    position's sampled-token log pi_k and log mu_k again; returns the largest
-    |difference| to the rows' ``logp_trainer`` / ``logp_engine``, whether every row's
-    token is the text's next token, and whether both are within
-    :data:`PREMISE_REPLAY_TOLERANCE`."""
-    mu, z, pi = precision_pair(quick)
-    ids = smollm2()[2].encode(MEASURE_TEXT).ids
-    trainer, engine, tokens_match = 0.0, 0.0, len(rows) <= len(mu)
-    for r in rows[: len(mu)]:
+    position's sampled-token log pi_k and log mu_k again (:func:`replay_gap`)."""
+    mu, _, pi = precision_pair(quick)
+    return replay_gap(rows, mu, pi, smollm2()[2].encode(MEASURE_TEXT).ids)
+
+
+def replay_gap(rows, mu, pi, ids) -> dict:
+    """The largest |difference| between the rows' ``logp_trainer`` / ``logp_engine``
+    and log pi / log mu at their position and token, whether every row's token is
+    the text's next token ``ids[position + 1]``, and whether both are within
+    :data:`PREMISE_REPLAY_TOLERANCE` (False when a row lies beyond ``mu``)."""
+    trainer, engine = 0.0, 0.0
+    tokens_match = all(r["position"] + 1 < min(len(ids), len(mu) + 1) for r in rows)
+    for r in rows:
         j, k = r["position"], r["token"]
+        if not (j < len(mu) and j + 1 < len(ids)):
+            continue
         tokens_match &= ids[j + 1] == k
         trainer = max(trainer, abs(float(np.log(pi[j, k])) - r["logp_trainer"]))
         engine = max(engine, abs(float(np.log(mu[j, k])) - r["logp_engine"]))
