@@ -162,3 +162,16 @@ def linear_loss(name, adv, z0, jac, beta=2.0):
         )
 
     return f
+
+
+@functools.cache
+def linear_value_and_grad(name, beta=2.0):
+    """The same loss as :func:`linear_loss`, jitted once per rule: (theta, adv, z0,
+    J) -> (L(z0 + J theta), grad_theta L), for property runs that draw many models of
+    one shape."""
+    spec = LOSSES[name]
+
+    def f(theta, adv, z0, jac):
+        return spec.loss(z0 + jac @ theta, 0, adv=adv, old_logits=z0, beta=beta)
+
+    return jax.jit(jax.value_and_grad(f))

@@ -4,7 +4,9 @@ starts with ``_``)."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import random
+from pathlib import Path
 
 import mpmath
 import numpy as np
@@ -13,6 +15,7 @@ import sympy as sp
 from theorycheck.claims import (
     CheckResult,
     failed,
+    measured,
     require_float64,
     undecided,
 )
@@ -87,10 +90,13 @@ MEASURE_TEXT = (
 )
 
 
+@functools.cache
 def precision_pair(quick: bool):
     """Next-token distributions of SmolLM2 at every position of MEASURE_TEXT:
     the trainer's float32 forward (pi, with its logits z) and the rollout engine's
-    bfloat16 forward (mu), both as float64 arrays ``[N, V]``."""
+    bfloat16 forward (mu), both as float64 arrays ``[N, V]`` (the first 24 tokens in
+    a quick run). Once per process: the sign-disagreement measurement and the
+    premise's replay read the same forwards."""
     import jax.numpy as jnp
 
     from theorycheck.models import cast_params, forward
@@ -221,22 +227,43 @@ def kl_change_50(mu, z0, z1) -> float:
     return float(-dz + lse(z1) - lse(z0))
 
 
-@functools.cache
-def premise_steps(quick: bool, lr: float = PAPER_LR, blocks: int = 2):
-    """One single-token update per position of SmolLM2 on MEASURE_TEXT, in the
-    project probe's setting: the last ``blocks`` blocks and the final norm trained in
-    float64 (the tied head stays frozen), the frozen float32 trunk's residual stream
-    computed once. The update is Adam's first step at learning rate ``lr`` (each
-    parameter moves by lr * g / (|g| + 1e-8), the largest step Adam takes at that
-    lr) on -A log pi_k, k the text's next token, A = +1 / -1 alternating. mu is the
-    bfloat16 forward (the rollout engine), pi the trainer's (float32 trunk, float64
-    top). Cached per ``quick`` (the claim's two checks read the same steps); a sign
-    flip is re-evaluated at 50 digits from the float64 logits (``realized_50``).
+#: The committed SmolLM2 measurement of Remark 2's premise (``theorycheck prove
+#: --remeasure``): one row per position, with its provenance.
+PREMISE_STORE = (
+    Path(__file__).resolve().parents[1] / "results" / "pdm_premise_smollm2.json"
+)
+#: The premise's measured setting (a full run) and the cheap one (a quick run, measured
+#: now on the same checkpoint, the first 12 tokens).
+PREMISE_FULL = {
+    "model": "smollm2",
+    "text": "MEASURE_TEXT",
+    "text_sha256": hashlib.sha256(MEASURE_TEXT.encode()).hexdigest()[:16],
+    "tokens": 32,
+    "lr": PAPER_LR,
+    "trainable_blocks": 2,
+    "update": "Adam's first step, one token per update, A = +1/-1 alternating",
+    "precision": "float32 trunk, float64 top; mu the bfloat16 forward",
+}
+PREMISE_QUICK = {**PREMISE_FULL, "tokens": 12}
 
-    Returns one row per position: D = KL(mu || pi), the realized ΔD = KL(mu ||
-    pi_after) - KL(mu || pi), the first-order term <grad_z D, Δz> = <pi - mu, Δz> of
-    the realized logit change Δz, Popoviciu's bound (max Δz - min Δz)^2 / 8 on the
-    remainder, and the mask's tabular prediction A * Ḋ."""
+
+def measure_premise(settings):
+    """One single-token update per position of SmolLM2 on MEASURE_TEXT, in the
+    project probe's setting: the last ``trainable_blocks`` blocks and the final norm
+    trained in float64 (the tied head stays frozen), the frozen float32 trunk's
+    residual stream computed once. The update is Adam's first step at learning rate
+    ``lr`` (each parameter moves by lr * g / (|g| + 1e-8), the largest step Adam takes
+    at that lr) on -A log pi_k, k the text's next token, A = +1 / -1 alternating. mu is
+    the bfloat16 forward (the rollout engine), pi the trainer's (float32 trunk,
+    float64 top). A sign flip is re-evaluated at 50 digits from the float64 logits
+    (``realized_50``).
+
+    Returns ``{"rows": [...]}``, one row per position: D = KL(mu || pi), the realized
+    ΔD = KL(mu || pi_after) - KL(mu || pi), the first-order term <grad_z D, Δz> =
+    <pi - mu, Δz> of the realized logit change Δz, Popoviciu's bound (max Δz - min
+    Δz)^2 / 8 on the remainder, the mask's tabular prediction A * Ḋ, and the sampled
+    token's log pi_k and log mu_k before the step (what :func:`premise_replay_gap`
+    recomputes)."""
     import jax
     import jax.numpy as jnp
 
@@ -248,8 +275,11 @@ def premise_steps(quick: bool, lr: float = PAPER_LR, blocks: int = 2):
         split_params,
     )
 
+    if settings["model"] != "smollm2" or settings["text"] != "MEASURE_TEXT":
+        raise ValueError(f"premise settings: {settings}")
+    lr, blocks = settings["lr"], settings["trainable_blocks"]
     cfg, params, tok = smollm2()
-    ids = np.asarray([tok.encode(MEASURE_TEXT).ids[: 12 if quick else 32]], np.int32)
+    ids = np.asarray([tok.encode(MEASURE_TEXT).ids[: settings["tokens"]]], np.int32)
     zb = forward(cast_params(params, jnp.bfloat16), cfg, ids)[0]
     mu_all = softmax(np.asarray(zb.astype(jnp.float32), np.float64))
     hidden = hidden_states(params, cfg, ids, num_blocks=cfg.num_layers - blocks)
@@ -309,6 +339,75 @@ def premise_steps(quick: bool, lr: float = PAPER_LR, blocks: int = 2):
                 "remainder_bound": float((dz.max() - dz.min()) ** 2 / 8),
                 "logit_change_max": float(np.abs(dz).max()),
                 "mask_prediction": adv * ddot_of(mu, zj, k, "kl"),
+                "logp_trainer": float(zj[k] - _logsumexp(zj)),
+                "logp_engine": float(np.log(mu[k])),
             }
         )
-    return rows
+    return {"rows": rows}
+
+
+def _logsumexp(z: np.ndarray) -> float:
+    top = float(np.max(z))
+    return top + float(np.log(np.sum(np.exp(z - top))))
+
+
+_PREMISE: dict = {}
+
+
+def premise_measurement(quick: bool):
+    """The premise rows' :class:`theorycheck.claims.Measured`: in a full run the
+    committed :data:`PREMISE_STORE` when its settings and code match (else measured
+    now), in a quick run measured now at :data:`PREMISE_QUICK`. Once per process (the
+    claim's two checks read the same rows)."""
+    if quick not in _PREMISE:
+        settings = PREMISE_QUICK if quick else PREMISE_FULL
+        _PREMISE[quick] = measured(
+            PREMISE_STORE,
+            settings,
+            functools.partial(measure_premise, settings),
+            quick=quick,
+        )
+    return _PREMISE[quick]
+
+
+#: the most the sampled tokens' log-probs before the step may move between the
+#: measured rows and their recomputation (:func:`premise_replay_gap`) before the rows
+#: count as another checkpoint's or text's: the trainer's (float32 trunk, float64 top
+#: vs a float32 forward of the whole text; measured 1.6e-5) and the engine's (bfloat16
+#: forwards of 32 vs 67 tokens; measured 0.17, the probe's replay tolerance)
+PREMISE_REPLAY_TOLERANCE = {"trainer": 1e-3, "engine": 0.25}
+
+
+def premise_replay_gap(rows, quick: bool) -> dict:
+    """The cheap recomputation route of the premise rows: the two forwards of
+    :func:`precision_pair` (one float32, one bfloat16, no update) give every
+    position's sampled-token log pi_k and log mu_k again (:func:`replay_gap`)."""
+    mu, _, pi = precision_pair(quick)
+    return replay_gap(rows, mu, pi, smollm2()[2].encode(MEASURE_TEXT).ids)
+
+
+def replay_gap(rows, mu, pi, ids) -> dict:
+    """The largest |difference| between the rows' ``logp_trainer`` / ``logp_engine``
+    and log pi / log mu at their position and token, whether every row's token is
+    the text's next token ``ids[position + 1]``, and whether both are within
+    :data:`PREMISE_REPLAY_TOLERANCE` (False when a row lies beyond ``mu``)."""
+    trainer, engine = 0.0, 0.0
+    tokens_match = all(r["position"] + 1 < min(len(ids), len(mu) + 1) for r in rows)
+    for r in rows:
+        j, k = r["position"], r["token"]
+        if not (j < len(mu) and j + 1 < len(ids)):
+            continue
+        tokens_match &= ids[j + 1] == k
+        trainer = max(trainer, abs(float(np.log(pi[j, k])) - r["logp_trainer"]))
+        engine = max(engine, abs(float(np.log(mu[j, k])) - r["logp_engine"]))
+    ok = (
+        bool(tokens_match)
+        and trainer <= PREMISE_REPLAY_TOLERANCE["trainer"]
+        and engine <= PREMISE_REPLAY_TOLERANCE["engine"]
+    )
+    return {
+        "max_abs_logp_trainer": trainer,
+        "max_abs_logp_engine": engine,
+        "tokens_match": bool(tokens_match),
+        "within_tolerance": ok,
+    }

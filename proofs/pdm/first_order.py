@@ -38,10 +38,13 @@ from theorycheck.claims import (
 )
 
 from ._common import (
-    PAPER_LR,
+    PREMISE_FULL,
+    PREMISE_QUICK,
+    PREMISE_REPLAY_TOLERANCE,
     SOURCE,
     ddot_of,
-    premise_steps,
+    premise_measurement,
+    premise_replay_gap,
     random_points,
     rational_points,
     recheck,
@@ -220,21 +223,40 @@ def _numeric_radius(quick: bool = False) -> CheckResult:
 
 
 def _premise_rows(quick):
-    rows = premise_steps(quick)
+    """(rows, setting line, data common to both checks, the replay's failure or
+    None): the committed rows (a full run) or rows measured now (a quick run), and
+    their recomputation route (:func:`premise_replay_gap`)."""
+    m = premise_measurement(quick)
+    rows = m.data["rows"]
+    gap = premise_replay_gap(rows, quick)
+    settings = PREMISE_QUICK if quick else PREMISE_FULL
     setting = (
         f"SmolLM2-135M, {len(rows)} tokens of the measurement text, one token per "
-        f"update, Adam's first step at lr = {PAPER_LR:g} on the last 2 blocks + final "
-        "norm (float64), mu = the bfloat16 forward"
+        f"update, Adam's first step at lr = {settings['lr']:g} on the last "
+        f"{settings['trainable_blocks']} blocks + final norm (float64), mu = the "
+        f"bfloat16 forward; {m.source}; re-scored now: max |Δ log pi_k| "
+        f"{gap['max_abs_logp_trainer']:.2g}, max |Δ log mu_k| "
+        f"{gap['max_abs_logp_engine']:.2g}"
     )
-    return rows, setting
+    common = {"setting": setting, "measurement": m.source, "replay": gap}
+    bad = None
+    if not gap["within_tolerance"]:
+        bad = undecided(
+            f"{setting}: the rows do not re-score within "
+            f"{PREMISE_REPLAY_TOLERANCE} (tokens match: {gap['tokens_match']}) on "
+            "this checkpoint and text",
+            data=common,
+        )
+    return rows, setting, common, bad
 
 
-def _premise_measured(quick: bool = False) -> CheckResult:
-    rows, setting = _premise_rows(quick)
+def premise_verdict(rows, setting: str, common=None) -> CheckResult:
+    """The measured check's verdict from the rows: FAIL when the remainder flips the
+    first-order sign on a token and the flip survives the 50-digit re-evaluation."""
     flips = [r for r in rows if np.sign(r["first_order"]) != np.sign(r["realized"])]
     agree = sum(np.sign(r["mask_prediction"]) == np.sign(r["realized"]) for r in rows)
     figures = {
-        "setting": setting,
+        **(common or {"setting": setting}),
         "tokens": len(rows),
         "sign_flips": len(flips),
         "mask_sign_agreement": int(agree),
@@ -249,7 +271,10 @@ def _premise_measured(quick: bool = False) -> CheckResult:
         f"sign on {agree} of {len(rows)}"
     )
     confirmed = [
-        r for r in flips if np.sign(r["realized_50"]) == np.sign(r["realized"])
+        r
+        for r in flips
+        if r["realized_50"] is not None
+        and np.sign(r["realized_50"]) == np.sign(r["realized"])
     ]
     if confirmed:
         return failed(line, counterexample=confirmed[0], data=figures)
@@ -258,14 +283,21 @@ def _premise_measured(quick: bool = False) -> CheckResult:
     return passed(line, data=figures)
 
 
+def _premise_measured(quick: bool = False) -> CheckResult:
+    rows, setting, common, bad = _premise_rows(quick)
+    return bad or premise_verdict(rows, setting, common)
+
+
 def _premise_certified(quick: bool = False) -> CheckResult:
-    rows, setting = _premise_rows(quick)
+    rows, setting, common, bad = _premise_rows(quick)
+    if bad is not None:
+        return bad
     sure = [r for r in rows if abs(r["first_order"]) > r["remainder_bound"]]
     line = (
         f"{setting}: Popoviciu's bound |ΔD - <grad_z D, Δz>| <= (max Δz - min Δz)^2/8 "
         f"certifies the first-order sign on {len(sure)} of {len(rows)} tokens"
     )
-    data = {"setting": setting, "certified": len(sure), "tokens": len(rows)}
+    data = {**common, "certified": len(sure), "tokens": len(rows)}
     if len(sure) == len(rows):
         return passed(line, data=data)
     return undecided(line + "; the bound cannot decide the rest", data=data)

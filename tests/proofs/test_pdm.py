@@ -3,9 +3,14 @@ mutation meta-test per method kind (a wrong sign or a missing term flips the che
 
 from __future__ import annotations
 
+import functools
+import json
+import sys
+from pathlib import Path
+
 import pytest
 
-from theorycheck.claims import Method, Outcome, Status, evaluate
+from theorycheck.claims import Method, Outcome, Status, evaluate, run_check
 
 from ._helpers import check_named, claims, module_of, outcome
 from .test_new_claims import NEW_IDS
@@ -42,14 +47,6 @@ def test_pdm_claims_are_all_present_with_two_kinds(pdm):
 def test_pdm_claim_status(pdm, cid):
     result = evaluate(pdm[cid], quick=True)
     assert result.status is EXPECTED[cid], [m.result.detail for m in result.methods]
-
-
-@pytest.mark.slow
-def test_pdm_sign_disagreement_on_smollm2(pdm):
-    result = evaluate(pdm["pdm.sign_disagreement_exists"], quick=True)
-    assert result.status is Status.HOLDS
-    rate = result.methods[1].result.data["mean_disagreement_rate"]
-    assert 0.0 < rate < 1.0
 
 
 def test_pdm_first_order_counterexamples_are_kept(pdm):
@@ -123,18 +120,71 @@ def test_mutation_first_order_curvature_missing_mean(pdm, monkeypatch):
     assert outcome(check) is Outcome.FAIL
 
 
-@pytest.mark.slow
-def test_pdm_small_step_premise_on_smollm2(pdm):
-    """Remark 2's premise at lr 1e-6 on SmolLM2: the measured figure and its setting
-    are in the result; a flip is re-checked at 50 digits."""
-    result = evaluate(pdm["pdm.remark2_small_step_premise"], quick=True)
-    measured, certified = result.methods
-    data = measured.result.data
-    assert "lr = 1e-06" in data["setting"] and data["tokens"] == 11
-    assert 0 < data["sign_flips"] < data["tokens"]
-    cx = measured.result.counterexample
+def test_premise_committed_measurement_is_current(pdm):
+    """Remark 2's premise on SmolLM2 is a committed measurement: its file was made by
+    ``prove --remeasure`` at today's settings with today's measuring code (else a
+    plain prove would measure again), and its rows give the stated verdict: a sign
+    flip of the first-order term that survives 50 digits."""
+    from theorycheck.claims._measured import code_hash
+
+    mod = module_of(pdm["pdm.remark2_small_step_premise"])
+    common = sys.modules[mod.__package__ + "._common"]
+    stored = json.loads(Path(common.PREMISE_STORE).read_text())
+    prov, rows = stored["provenance"], stored["data"]["rows"]
+    assert prov["command"] == "theorycheck prove --remeasure"
+    assert len(prov["commit"]) == 40 and prov["dirty"] is False
+    assert prov["settings"] == json.loads(json.dumps(common.PREMISE_FULL))
+    measure = functools.partial(common.measure_premise, common.PREMISE_FULL)
+    assert prov["code_sha256"] == code_hash(measure)
+    assert common.premise_measurement(False).fresh is False  # read back, not redone
+    assert [r["position"] for r in rows] == list(range(31))
+    result = mod.premise_verdict(rows, "committed")
+    assert result.outcome is Outcome.FAIL
+    assert 0 < result.data["sign_flips"] < result.data["tokens"] == 31
+    cx = result.counterexample
     assert (cx["first_order"] > 0) != (cx["realized_50"] > 0)
-    assert certified.result.data["certified"] < data["tokens"]
+    assert (cx["realized"] > 0) == (cx["realized_50"] > 0)
+    sure = [r for r in rows if abs(r["first_order"]) > r["remainder_bound"]]
+    assert len(sure) < len(rows)
+    # a row whose flip does not survive 50 digits is no counterexample
+    undone = [{**r, "realized_50": -r["realized"]} for r in rows]
+    assert mod.premise_verdict(undone, "x").outcome is Outcome.UNKNOWN
+
+
+@pytest.mark.slow
+def test_smollm2_measurements_on_the_checkpoint(pdm, monkeypatch):
+    """One SmolLM2 load for the real-checkpoint routes: the sign-disagreement
+    measurement (and its mutation), and the premise's recomputation route, which
+    re-scores the committed rows and must notice rows of another model or text."""
+    check = check_named(pdm["pdm.sign_disagreement_exists"], "SmolLM2")
+    assert check.method is Method.MEASUREMENT
+    result = run_check(check, quick=False).result
+    assert result.outcome is Outcome.PASS
+    assert 0.0 < result.data["mean_disagreement_rate"] < 1.0
+
+    premise = pdm["pdm.remark2_small_step_premise"]
+    mod = module_of(premise)
+    common = sys.modules[mod.__package__ + "._common"]
+    measured_check = check_named(premise, "SmolLM2")
+    res = run_check(measured_check, quick=False).result
+    assert res.outcome is Outcome.FAIL, res.detail
+    assert "the committed measurement" in res.detail
+    assert res.data["replay"]["within_tolerance"] is True
+    rows = common.premise_measurement(False).data["rows"]
+    mu, _, pi = common.precision_pair(False)
+    ids = common.smollm2()[2].encode(common.MEASURE_TEXT).ids
+    assert common.replay_gap(rows, mu, pi, ids)["within_tolerance"]
+    other = [{**r, "logp_trainer": r["logp_trainer"] + 0.01} for r in rows]
+    assert not common.replay_gap(other, mu, pi, ids)["within_tolerance"]
+    shifted = [{**r, "token": ids[r["position"] + 2]} for r in rows]
+    gap = common.replay_gap(shifted, mu, pi, ids)
+    assert gap["tokens_match"] is False and not gap["within_tolerance"]
+    monkeypatch.setattr(mod, "premise_replay_gap", lambda r, q: gap)
+    assert run_check(measured_check, quick=False).outcome is Outcome.UNKNOWN
+
+    disagreement = module_of(pdm["pdm.sign_disagreement_exists"])
+    monkeypatch.setattr(disagreement, "global_rows", lambda mu, pi: 0.0 * mu[:, :1])
+    assert run_check(check, quick=False).outcome is Outcome.UNKNOWN
 
 
 def test_mutation_disagreement_without_global_term_finds_no_witness(pdm, monkeypatch):
@@ -142,16 +192,4 @@ def test_mutation_disagreement_without_global_term_finds_no_witness(pdm, monkeyp
     mod = module_of(claim)
     monkeypatch.setattr(mod, "ddot_kl", lambda mu, pi, k: pi[k] - mu[k])
     check = check_named(claim, "z3")
-    assert outcome(check) is Outcome.UNKNOWN
-
-
-@pytest.mark.slow
-def test_mutation_measurement_without_global_term_sees_no_disagreement(
-    pdm, monkeypatch
-):
-    claim = pdm["pdm.sign_disagreement_exists"]
-    mod = module_of(claim)
-    monkeypatch.setattr(mod, "global_rows", lambda mu, pi: 0.0 * mu[:, :1])
-    check = check_named(claim, "SmolLM2")
-    assert check.method is Method.MEASUREMENT
     assert outcome(check) is Outcome.UNKNOWN
