@@ -3,6 +3,8 @@ against brute-force float64 Hessian eigenvalues on a grid of pi_k (two routes)."
 
 import re
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 import sympy as sp
@@ -10,7 +12,6 @@ import sympy as sp
 from theorycheck.convexity._regions import q_annotated
 from theorycheck.convexity._resolve import build_inputs, resolve
 from theorycheck.convexity._structural import regions_by_q
-from theorycheck.numeric._hessian import min_eigenvalue
 
 QS = (0.2, 0.3, 0.5, 0.8)
 GRID = np.linspace(0.02, 0.98, 25)
@@ -46,15 +47,37 @@ def _near_boundary(pieces, p: float) -> bool:
     return any(abs(p - b) < 0.02 for piece in pieces for _, b in piece)
 
 
-def _brute_force_psd(resolved, params, p: float) -> bool:
-    """PSD at every tested logit vector with pi_k = p (V = 3), float64 eigenvalues."""
+_HESSIANS = {}
+
+
+def _hessians(resolved, inputs):
+    """The jitted batched Hessian; the array inputs (the behavior distribution, which
+    moves with q) are arguments, so one compilation serves every q."""
+    arrays = sorted(k for k, v in inputs.items() if np.ndim(v) > 0)
+    scalars = tuple(sorted((k, v) for k, v in inputs.items() if k not in arrays))
+    key = (resolved.name, tuple(arrays), scalars)
+    if key not in _HESSIANS:
+
+        def f(z, arrs):
+            return resolved.loss(z, 0, **dict(scalars), **dict(zip(arrays, arrs)))
+
+        _HESSIANS[key] = jax.jit(jax.vmap(jax.hessian(f), in_axes=(0, None)))
+    return _HESSIANS[key], [inputs[a] for a in arrays]
+
+
+def _brute_force_psd(resolved, params, ps) -> list[bool]:
+    """Per ``p`` in ``ps``: PSD at every tested logit vector with pi_k = p (V = 3),
+    float64 eigenvalues of the autodiff Hessian (all points in one batched call)."""
     inputs = build_inputs(resolved, params, 3, 0, exact=False).numeric
-    lams = []
-    for s in SPLITS:
-        pi = np.asarray([p, (1 - p) * s, (1 - p) * (1 - s)])
-        lam = min_eigenvalue(resolved.loss, np.log(pi), 0, inputs=inputs).value
-        lams.append(lam)
-    return min(lams) >= -1e-9
+    pis = [
+        [p, (1 - p) * s, (1 - p) * (1 - s)] for p in ps for s in SPLITS
+    ]  # fmt: skip
+    with jax.enable_x64(True):
+        hess, arrs = _hessians(resolved, inputs)
+        arrs = [jnp.asarray(a, jnp.float64) for a in arrs]
+        hs = np.asarray(hess(jnp.log(jnp.asarray(pis, jnp.float64)), arrs))
+    lam = np.linalg.eigvalsh(hs)[:, 0].reshape(len(ps), len(SPLITS))
+    return list(lam.min(axis=1) >= -1e-9)
 
 
 def _check_rule(name, adv):
@@ -71,10 +94,9 @@ def _check_rule(name, adv):
         assert text is not None, f"{name}: no region at q = {key}"
         pieces = _pieces(text)
         params = {"adv": adv, "q": q}
-        for p in GRID:
-            if _near_boundary(pieces, p):
-                continue
-            assert _inside(pieces, p) == _brute_force_psd(resolved, params, p), (
+        ps = [p for p in GRID if not _near_boundary(pieces, p)]
+        for p, psd in zip(ps, _brute_force_psd(resolved, params, ps)):
+            assert _inside(pieces, p) == psd, (
                 f"{name} adv={adv} q={q} pi_k={p}: region {text!r}"
             )
     return regions

@@ -141,24 +141,29 @@ def interior_witness(expr: sp.Expr, p: sp.Symbol, found: Fraction) -> Fraction:
     return min(bad, key=lambda xv: xv[1] * float(xv[0] * (1 - xv[0])))[0]
 
 
-def validated_region(f1: sp.Expr, f2: sp.Expr, p: sp.Symbol):
+def validated_region(f1: sp.Expr, f2: sp.Expr, p: sp.Symbol, covers=None):
     r"""Validated regions of the theorem's conditions (interval route).
 
     Args:
         f1: :math:`f'` as a function of ``p`` alone.
         f2: :math:`f''`.
         p: the symbol :math:`\pi_k`.
+        covers: sign covers already computed (``formal.sign_regions``), by
+            condition expression; the missing ones are computed here.
 
     Returns:
         ``(text for V >= 3, text for V = 2, segments for V >= 3)``, or None when a
         cell stays undecided.
     """
     margin = f2 * (1 - p) - f1 * p
+    covers = {} if covers is None else covers
     try:
-        fprime = formal.sign_regions(-f1, p)
-        margin_cover = formal.sign_regions(margin, p)
+        for expr in (-f1, margin):
+            if expr not in covers:
+                covers[expr] = formal.sign_regions(expr, p)
     except (NotImplementedError, TypeError, ValueError):
         return None
+    fprime, margin_cover = covers[-f1], covers[margin]
     if fprime is None or margin_cover is None:
         return None
     both = formal.intersect(fprime, margin_cover)

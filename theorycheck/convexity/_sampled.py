@@ -18,6 +18,7 @@ from theorycheck.convexity._records import StructureResult
 from theorycheck.convexity._regions import (
     HIGH_PRECISION,
     interior_witness,
+    negative_at,
     scan,
     solved_region,
     validated_region,
@@ -46,9 +47,40 @@ def _prove_branchwise(expr: sp.Expr, p: sp.Symbol, timeout_ms: int):
     return formal.ProofResult("proved", None, "z3, branch by branch")
 
 
-def _decide(expr: sp.Expr, p: sp.Symbol, timeout_ms: int):
+def _negative_segment(expr: sp.Expr, p: sp.Symbol, covers: dict):
+    """A refutation of ``expr >= 0`` from the validated sign cover (computed once here
+    and kept in ``covers`` for the region): the midpoint of a segment the interval
+    arguments certify negative, re-checked at 50 digits (as
+    :func:`theorycheck.formal.prove_nonnegative` re-checks its own); None when the
+    cover is undecided or no such midpoint re-checks."""
+    if expr not in covers:
+        try:
+            covers[expr] = formal.sign_regions(expr, p)
+        except (NotImplementedError, TypeError, ValueError):
+            covers[expr] = None
+    for seg in covers[expr] or ():
+        if seg.label != "-":
+            continue
+        point = formal.UNIT.point((seg.lo + seg.hi) / 2)
+        neg = negative_at(expr, p, [point])
+        if neg:
+            detail = (
+                f"g({p} = {float(point):.6g}) = {float(neg[0][1]):.6g} at "
+                f"{HIGH_PRECISION} digits (validated sign regions)"
+            )
+            return formal.ProofResult("refuted", {p.name: point}, detail)
+    return None
+
+
+def _decide(expr: sp.Expr, p: sp.Symbol, timeout_ms: int, covers: dict):
     """``(ProofResult, route, certificate)`` for ``expr >= 0`` on (0, 1): z3, then z3
-    branch by branch, then the interval prover, then a grid scan (refutation only)."""
+    branch by branch, then the interval prover, then a grid scan (refutation only).
+
+    Before the interval prover a 50-digit grid scan asks whether ``expr`` is negative
+    somewhere: then no proof exists, the region will be computed, and the refutation
+    is read from the validated sign cover (:func:`_negative_segment`), which the
+    region reuses, instead of bisecting the same cells twice. A cover that does not
+    refute falls back to the interval prover as before."""
     res = formal.prove(
         expr >= 0, [p], assumptions=[p > 0, p < 1], timeout_ms=timeout_ms
     )
@@ -56,6 +88,10 @@ def _decide(expr: sp.Expr, p: sp.Symbol, timeout_ms: int):
         res = _prove_branchwise(expr, p, timeout_ms)
     if res.status != "unknown":
         return res, "z3", None
+    if scan(expr, p) is not None:
+        refuted = _negative_segment(expr, p, covers)
+        if refuted is not None:
+            return refuted, "interval", None
     ires = formal.prove_nonnegative(expr, p, formal.UNIT)
     if ires.status == "proved":
         return (
@@ -83,15 +119,16 @@ def _is_rational(f1: sp.Expr, f2: sp.Expr, p: sp.Symbol) -> bool:
     return not any(p in a.free_symbols for v in values for a in v.atoms(sp.exp, sp.log))
 
 
-def _region(f1: sp.Expr, f2: sp.Expr, p: sp.Symbol):
+def _region(f1: sp.Expr, f2: sp.Expr, p: sp.Symbol, covers: dict):
     """``(condition text, validated segments or None)``: ``solveset`` when f', f'' are
-    rational in ``p``, validated interval regions otherwise."""
+    rational in ``p``, validated interval regions otherwise (``covers``: sign covers
+    already computed, by condition)."""
     segments = None
     if _is_rational(f1, f2, p):
         region3 = solved_region(symbolic.sampled_token_condition(f1, f2, p, 3), p)
         region2 = solved_region(symbolic.sampled_token_condition(f1, f2, p, 2), p)
     else:
-        found = validated_region(f1, f2, p)
+        found = validated_region(f1, f2, p, covers)
         region3, region2, segments = found if found is not None else (None, None, None)
     if region3 is None:
         return None, segments
@@ -116,13 +153,13 @@ def sampled_token(fit: symbolic.SampledTokenFit, timeout_ms: int) -> StructureRe
     f2 = fit.fsecond.xreplace({fit.policy_k: p})
     margin = f2 * (1 - p) - f1 * p
     exprs = {"fprime": -f1, "margin": margin}
-    results, routes, certs = {}, {}, []
+    results, routes, certs, covers = {}, {}, [], {}
     for name, expr in exprs.items():
-        results[name], routes[name], cert = _decide(expr, p, timeout_ms)
+        results[name], routes[name], cert = _decide(expr, p, timeout_ms, covers)
         if cert is not None:
             certs.append(cert)
     proved = all(r.status == "proved" for r in results.values())
-    condition, segments = ("always", None) if proved else _region(f1, f2, p)
+    condition, segments = ("always", None) if proved else _region(f1, f2, p, covers)
     detail = (
         f"sampled-token family f(log pi_k): f' = {_short(f1)}, "
         f"f'' = {_short(f2)}; "
@@ -207,8 +244,10 @@ def _with_values(fit: symbolic.SampledTokenFit, values):
     return symbolic.SampledTokenFit(parts[0], parts[1], fit.policy_k)
 
 
-def fit_whole(d3: Derived, d4: Derived, sampled: int):
-    forms = [fit_one(d, sampled) for d in (d3, d4)]
+def fit_whole(d3: Derived, d4: Derived, sampled: int, fit3=None):
+    """The fit when it is the same at V = 3 and V = 4 (``fit3``: ``fit_one(d3)``
+    when the caller has it already), else None."""
+    forms = [fit3 if fit3 is not None else fit_one(d3, sampled), fit_one(d4, sampled)]
     if None in forms:
         return None
     a, b = forms

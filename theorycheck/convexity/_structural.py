@@ -77,9 +77,10 @@ def analyse_structure(
     """
     # V = 3 first: a family must be recognised there before V = 4 is derived.
     derived = {3: derive(loss, 3, sampled, exact_inputs_fn(3), affine=True)}
-    if fit_one(derived[3], sampled) is not None:
+    fit3 = fit_one(derived[3], sampled)
+    if fit3 is not None:
         derived[4] = derive(loss, 4, sampled, exact_inputs_fn(4), affine=True)
-        fit = fit_whole(derived[3], derived[4], sampled)
+        fit = fit_whole(derived[3], derived[4], sampled, fit3=fit3)
         if fit is not None:
             return _with_affine(sampled_token(fit, timeout_ms), derived), derived
     verdicts = []
