@@ -175,10 +175,11 @@ def test_steps_take_a_custom_gradient_and_time_its_phases(tiny, rollouts_bf16):
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: modules that still step an optimizer themselves: the probe's fast path (its loop in
-#: ``_probe._run_fast`` and its K-mask update in ``_fast``), checked number for number
-#: against the plain loop on ``Trainer.steps`` by tests/probes/test_fast.py.
-OWN_STEP = {"theorycheck/probes/_probe.py", "theorycheck/probes/_fast.py"}
+#: modules that apply an optimizer's updates themselves: the probe's fast path, whose
+#: jitted update of the trainer's optimizer (one and K masks at once) is passed to
+#: ``Trainer.steps(update_fn=...)``; its loops iterate ``Trainer.steps`` and are
+#: checked number for number against the plain loop by tests/probes/test_fast.py.
+OWN_STEP = {"theorycheck/probes/_fast.py"}
 
 
 def own_loops(root: Path = ROOT) -> set[str]:

@@ -533,11 +533,14 @@ def matched_controls(trainer, probe, *, delta: float = 0.0, seed: int = 0) -> di
 
     fp = FastProbe(trainer, topk=1)
     rng = np.random.default_rng(seed)
-    trainable = trainer.trainable0
-    opt_state = trainer.optimizer.init(trainable)
     records: dict = {k: [] for k in CONTROLS}
     gap = 0.0
-    for t, (_, step, rows) in enumerate(trainer.schedule()):
+    count = iter(range(len(probe["steps"])))
+
+    def grad_fn(trainable, step, rows):
+        """Step t's keep-masks (the same draws in the same order) and the unmasked
+        and the controls' gradients from one call; the value carries them."""
+        t = next(count)
         rec = probe["steps"][t]
         sub = {k: rec[k][rows] for k in ("adv", "d0", "ratio", "ddot_full", "ntk2")}
         if "masks" in rec:
@@ -546,16 +549,20 @@ def matched_controls(trainer, probe, *, delta: float = 0.0, seed: int = 0) -> di
             ckeep = coupled_mask(sub["d0"], sub["ntk2"], sub["adv"], delta=delta)
         keeps = matched_keeps(sub, ckeep, delta, rng)
         ones = np.ones_like(sub["d0"])
-        if all(np.all(keeps[k] == 1.0) for k in CONTROLS):
-            # no control removes a token: each is the unmasked update (the probe's)
-            _, grads, _ = fp.grads(trainable, step, ones[None])
-            afters = [probe["trajectory"][t + 1][rows]] * len(CONTROLS)
-        else:
-            stack = np.stack([ones] + [keeps[k] for k in CONTROLS])
-            _, grads, _ = fp.grads(trainable, step, stack)
+        moved = not all(np.all(keeps[k] == 1.0) for k in CONTROLS)
+        stack = np.stack([ones] + [keeps[k] for k in CONTROLS]) if moved else ones[None]
+        _, grads, _ = fp.grads(trainable, step, stack)
+        return (t, sub, keeps, moved, grads), first_of(grads)
+
+    for s in trainer.steps(grad_fn=grad_fn, update_fn=fp.update):
+        t, sub, keeps, moved, grads = s.value
+        if moved:
             rest = jax.tree_util.tree_map(lambda x: x[1:], grads)
-            news = fp.update_many(trainable, opt_state, rest)
-            afters = fp.minibatch_divergences(news, step)
+            news = fp.update_many(s.trainable, s.opt_state, rest)
+            afters = fp.minibatch_divergences(news, s.step)
+        else:
+            # no control removes a token: each is the unmasked update (the probe's)
+            afters = [probe["trajectory"][t + 1][s.rows]] * len(CONTROLS)
         for i, name in enumerate(CONTROLS):
             records[name].append(
                 {
@@ -566,9 +573,8 @@ def matched_controls(trainer, probe, *, delta: float = 0.0, seed: int = 0) -> di
                     "after": afters[i],
                 }
             )
-        trainable, opt_state, upd = fp.update(trainable, opt_state, first_of(grads))
         want = probe["update_norms"][t]
-        got = update_norm(upd)
+        got = update_norm(s.delta)
         gap = max(gap, abs(got - want) / want if want else abs(got))
     out = {k: _score(v) for k, v in records.items()}
     out["max_rel_update_norm_gap"] = gap

@@ -207,23 +207,23 @@ def _run_fast(trainer, topk, delta, masks, timings):
     adv = np.asarray(trainer.batch.adv)
     shape = adv.shape
     trainable = trainer.trainable0
-    opt_state = trainer.optimizer.init(trainable)
     ones = np.ones((1, len(trainer.minibatch_rows[0]), shape[1]))
     trajectory = [clock("realized", fp.divergences, [trainable])[0]]
     steps, norms = [], []
-    for epoch, step, rows in trainer.schedule():
-        _, grads, e = clock("grad", fp.grads, trainable, step, ones)
-        new, new_state, delta_theta = clock(
-            "update", fp.update, trainable, opt_state, first_of(grads)
-        )
-        p = clock("jvp", fp.probe_pass, trainable, delta_theta)
+
+    def grad_fn(tr, step, _rows):
+        _, grads, e = fp.grads(tr, step, ones)
+        return e, first_of(grads)  # e: the head-input cotangent the masks reuse
+
+    for s in trainer.steps(grad_fn=grad_fn, update_fn=fp.update, timer=clock):
+        p = clock("jvp", fp.probe_pass, s.trainable, s.delta)
         if steps:
             trajectory.append(p["d0"])  # D after the previous step
-        norms.append(float(optax.tree.norm(delta_theta)))
+        norms.append(float(optax.tree.norm(s.delta)))
         rec = _record(
-            epoch,
-            step,
-            rows,
+            s.epoch,
+            s.step,
+            s.rows,
             adv,
             shape,
             p["d0"],
@@ -233,20 +233,20 @@ def _run_fast(trainer, topk, delta, masks, timings):
             p,
         )
         if masks:
-            sub = {k: rec[k][rows] for k in _MASK_INPUTS}
+            sub = {k: rec[k][s.rows] for k in _MASK_INPUTS}
             rec["masks"] = clock(
                 "masks",
                 _fast_masks,
                 fp,
-                trainable,
-                opt_state,
-                step,
-                e,
+                s.trainable,
+                s.opt_state,
+                s.step,
+                s.value,
                 sub,
                 delta,
             )
         steps.append(rec)
-        trainable, opt_state = new, new_state
+        trainable = s.new_trainable
     trajectory.append(clock("realized", fp.divergences, [trainable])[0])
     for t, rec in enumerate(steps):
         for branch in rec.get("masks", {}).values():

@@ -285,7 +285,15 @@ class Trainer:
             for step, rows in enumerate(self.minibatch_rows):
                 yield epoch, step, rows
 
-    def steps(self, trainable=None, opt_state=None, *, grad_fn=None, timer=None):
+    def steps(
+        self,
+        trainable=None,
+        opt_state=None,
+        *,
+        grad_fn=None,
+        update_fn=None,
+        timer=None,
+    ):
         r"""Runs :meth:`schedule` and yields one :class:`Step` per optimizer step.
 
         .. math::
@@ -304,6 +312,9 @@ class Trainer:
             grad_fn: ``(trainable, step, rows) -> (value, grads)`` (None: the
                 trainer's objective, :meth:`loss_and_grad`; the experiments pass
                 their own objective of the same rows).
+            update_fn: ``(trainable, opt_state, grads) -> (θ_{t+1}, s_{t+1}, Δθ_t)``
+                (None: :meth:`update`; the probes' fast path passes its jitted
+                update of the same optimizer).
             timer: ``(phase, fn, *args) -> fn(*args)`` wrapped around the
                 ``"grad"`` and ``"update"`` calls (a probe's CPU clock), or None.
 
@@ -315,12 +326,14 @@ class Trainer:
             opt_state = self.optimizer.init(trainable)
         if grad_fn is None:
             grad_fn = lambda tr, _step, rows: self.loss_and_grad(tr, rows)  # noqa: E731
+        if update_fn is None:
+            update_fn = self.update
         if timer is None:
             timer = lambda _phase, fn, *args: fn(*args)  # noqa: E731
         for epoch, step, rows in self.schedule():
             value, grads = timer("grad", grad_fn, trainable, step, rows)
             new, new_state, delta = timer(
-                "update", self.update, trainable, opt_state, grads
+                "update", update_fn, trainable, opt_state, grads
             )
             yield Step(
                 epoch=epoch,
