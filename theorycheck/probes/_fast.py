@@ -52,10 +52,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from theorycheck.losses import LOSSES, Reduction, reduction_weights
+from theorycheck.losses import Reduction, reduction_weights
 from theorycheck.models import logits_from_prefix
 from theorycheck.numeric import MaskConfig, token_stats
 from theorycheck.probes._taylor import kl_rows, taylor_fn
+from theorycheck.rl import token_losses
 
 #: prompts are left-padded to a multiple of this many positions (one compile for all
 #: prompt lengths in a bucket).
@@ -180,7 +181,9 @@ class _Plan:
         )
 
 
-def _logits(trainable, head_params, config, r: _Rows):
+def _logits(trainable, head_params, config, r: _Rows, features: bool = False):
+    """The rows' logits ``[b, N, V]``, or with ``features`` the head's input (after
+    the final norm) ``[b, N, D]``."""
     return logits_from_prefix(
         trainable,
         head_params,
@@ -189,18 +192,8 @@ def _logits(trainable, head_params, config, r: _Rows):
         r.prefix_mask,
         r.hidden,
         r.group,
+        features=features,
     )
-
-
-def _token_losses(logits, r: _Rows, loss: str, params: tuple):
-    spec = LOSSES[loss]
-    kw = dict(params)
-
-    def one(z, k, a, b):
-        inputs = {"adv": a, "behavior_logp": b}
-        return spec.loss(z, k, **{n: inputs[n] for n in spec.inputs}, **kw)
-
-    return jax.vmap(jax.vmap(one))(logits, r.sampled, r.adv, r.behavior_logp)
 
 
 @functools.partial(
@@ -217,24 +210,10 @@ def _grads(
 
     def objective(tr, keep):
         z = _logits(tr, head_params, config, r)
-        return jnp.sum(weights * keep * _token_losses(z, r, loss, params))
+        return jnp.sum(weights * keep * token_losses(z, r, loss, params))
 
     grad = jax.value_and_grad(objective)
     return jax.vmap(grad, in_axes=(None, 0))(trainable, keeps)
-
-
-def _features(trainable, head_params, config, r: _Rows):
-    """The head's input (after the final norm), ``[b, N, D]``."""
-    return logits_from_prefix(
-        trainable,
-        head_params,
-        config,
-        r.prefix_hidden,
-        r.prefix_mask,
-        r.hidden,
-        r.group,
-        features=True,
-    )
 
 
 @functools.partial(
@@ -259,12 +238,14 @@ def _grads_frozen_head(
         r.response_mask, Reduction(reduction), group_ids=r.gids, num_groups=groups
     )
     w = _head_matrix(trainable, head_params, config)
-    h, pull = jax.vjp(lambda tr: _features(tr, head_params, config, r), trainable)
+    h, pull = jax.vjp(
+        lambda tr: _logits(tr, head_params, config, r, features=True), trainable
+    )
     acc = jnp.promote_types(h.dtype, jnp.float32)
 
     def objective(h):
         z = jnp.einsum("bsd,vd->bsv", h, w, preferred_element_type=acc)
-        return weights * _token_losses(z, r, loss, params)
+        return weights * token_losses(z, r, loss, params)
 
     per_token, back = jax.vjp(objective, h)
     e = back(jnp.ones_like(per_token))[0]
@@ -278,7 +259,9 @@ def _grads_from(trainable, head_params, r: _Rows, e, keeps, config):
     """``grads [K, ...]`` of keep-masks ``keeps [K, b, N]`` from the head-input
     cotangent ``e`` of the same state (:func:`_grads_frozen_head`): a forward of the
     blocks and K pullbacks, no head product."""
-    _, pull = jax.vjp(lambda tr: _features(tr, head_params, config, r), trainable)
+    _, pull = jax.vjp(
+        lambda tr: _logits(tr, head_params, config, r, features=True), trainable
+    )
     return jax.vmap(lambda k: pull(k[..., None] * e)[0])(keeps)
 
 

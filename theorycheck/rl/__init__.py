@@ -31,7 +31,14 @@ from theorycheck.rl._tasks import (
     make_problems,
 )
 from theorycheck.rl._tiny import CharTokenizer, tiny_model
-from theorycheck.rl._train import Batch, Step, Trainer, take_rows, train
+from theorycheck.rl._train import (
+    Batch,
+    Step,
+    Trainer,
+    take_rows,
+    token_losses,
+    train,
+)
 
 __all__ = [
     "DRAW_STRIDE",
@@ -61,6 +68,7 @@ __all__ = [
     "record",
     "rescore",
     "take_rows",
+    "token_losses",
     "tiny_model",
     "train",
     "train_fields",

@@ -95,7 +95,16 @@ def _logits(trainable, head_params, config, hidden, attention_mask, rows):
     )
 
 
-def _token_losses(logits, batch: Batch, loss: str, params: tuple):
+def token_losses(logits, batch: Batch, loss: str, params: tuple):
+    r"""Every token's loss ``ℓ(z_{b,n}, k_{b,n}; Â_{b,n}, log μ_{b,n})``, ``[B, N]``.
+
+    Args:
+        logits: ``[B, N, V]``.
+        batch: anything with ``sampled``, ``adv`` and ``behavior_logp`` ``[B, N]``
+            (a :class:`Batch`, or the probes' row views of one).
+        loss: a registered token rule (``theorycheck.losses.LOSSES``).
+        params: the rule's ``(name, value)`` pairs.
+    """
     spec = LOSSES[loss]
     kw = dict(params)
 
@@ -125,7 +134,7 @@ def _grad(
         z = logits_from_hidden(
             tr, head_params, config, batch.hidden, batch.attention_mask, rows=rows
         )
-        return jnp.sum(weights * keep * _token_losses(z, batch, loss, params))
+        return jnp.sum(weights * keep * token_losses(z, batch, loss, params))
 
     return jax.value_and_grad(objective)(trainable)
 
