@@ -351,23 +351,19 @@ def _logsumexp(z: np.ndarray) -> float:
     return top + float(np.log(np.sum(np.exp(z - top))))
 
 
-_PREMISE: dict = {}
-
-
+@functools.cache
 def premise_measurement(quick: bool):
     """The premise rows' :class:`theorycheck.claims.Measured`: in a full run the
     committed :data:`PREMISE_STORE` when its settings and code match (else measured
     now), in a quick run measured now at :data:`PREMISE_QUICK`. Once per process (the
     claim's two checks read the same rows)."""
-    if quick not in _PREMISE:
-        settings = PREMISE_QUICK if quick else PREMISE_FULL
-        _PREMISE[quick] = measured(
-            PREMISE_STORE,
-            settings,
-            functools.partial(measure_premise, settings),
-            quick=quick,
-        )
-    return _PREMISE[quick]
+    settings = PREMISE_QUICK if quick else PREMISE_FULL
+    return measured(
+        PREMISE_STORE,
+        settings,
+        functools.partial(measure_premise, settings),
+        quick=quick,
+    )
 
 
 #: the most the sampled tokens' log-probs before the step may move between the

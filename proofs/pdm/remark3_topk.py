@@ -257,23 +257,16 @@ def _measure_probe(settings, seed: int = 0):
     }
 
 
-_PROBES: dict = {}
-
-
+@functools.cache
 def probe_measurement(quick: bool):
     """The probe's :class:`theorycheck.claims.Measured`: in a full run the committed
     SmolLM2 measurement (:data:`PROBE_STORE`) when its settings and code match, else
     measured now; in a quick run the tiny model, measured now. Once per process (the
     two measurement checks share it)."""
-    if quick not in _PROBES:
-        settings = PROBE_QUICK if quick else PROBE_FULL
-        _PROBES[quick] = measured(
-            PROBE_STORE,
-            settings,
-            functools.partial(_measure_probe, settings),
-            quick=quick,
-        )
-    return _PROBES[quick]
+    settings = PROBE_QUICK if quick else PROBE_FULL
+    return measured(
+        PROBE_STORE, settings, functools.partial(_measure_probe, settings), quick=quick
+    )
 
 
 _REPLAYS: dict = {}
