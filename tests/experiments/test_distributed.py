@@ -45,6 +45,9 @@ sys.exit(exp.main(sys.argv[1:]))
 """
 
 
+DEVICES_FLAG = "--xla_force_host_platform_device_count=2"
+
+
 def _env(cache: Path, kill_at: int = 0) -> dict:
     env = dict(os.environ)
     env.update(
@@ -52,7 +55,10 @@ def _env(cache: Path, kill_at: int = 0) -> dict:
         JAX_COMPILATION_CACHE_DIR=str(cache),
         JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
         PYTHONPATH=os.pathsep.join([str(ROOT), *sys.path]),
-        XLA_FLAGS="--xla_force_host_platform_device_count=2",
+        # two devices per process, after the suite's own flags (its compile level)
+        XLA_FLAGS=" ".join(
+            [*os.environ.get("XLA_FLAGS", "").split(), DEVICES_FLAG]
+        ).strip(),
         JAX_PLATFORMS="cpu",
         THEORYCHECK_PROGRESS="0",
         KILL_AT=str(kill_at),
