@@ -69,36 +69,35 @@ def test_cli_vocabulary_scale_counterexample(capsys):
     assert search["status"] == "refuted" and f"V = {vocab}" in search["detail"]
 
 
+class _Lowered:
+    """The descent program, with every lowering (the step before compiling) logged."""
+
+    def __init__(self, fn, log):
+        self.fn, self.log = fn, log
+
+    def lower(self, *args):
+        self.log.append("lowered")
+        return self.fn.lower(*args)
+
+
 def test_a_confirmed_start_ends_the_search_before_the_descent(monkeypatch):
     # log pi_k (Â = -1 policy gradient) has lambda_min < 0 at z = 0, a start: the
     # descent is never needed, so it is never compiled
-    def no_descent(f, steps):
-        def fail(*args):
-            raise AssertionError("the descent ran")
-
-        return fail
-
-    monkeypatch.setattr(_search, "_refine_fn", no_descent)
+    log = []
+    real = _search._refine_fn
+    monkeypatch.setattr(_search, "_refine_fn", lambda f, n: _Lowered(real(f, n), log))
     loss = lambda z, k: jax.nn.log_softmax(z)[k]  # noqa: E731
     out = _search.search(loss, 3, 0, {}, num_starts=16)
     assert out.found and out.curvature < 0
     assert out.num_samples == 16  # the starts only
+    assert log == []
 
 
 def test_without_a_confirmed_start_the_descent_still_runs(monkeypatch):
-    ran = []
+    log = []
     real = _search._refine_fn
-
-    def counted(f, steps):
-        fn = real(f, steps)
-
-        def run(*args):
-            ran.append(True)
-            return fn(*args)
-
-        return run
-
-    monkeypatch.setattr(_search, "_refine_fn", counted)
+    monkeypatch.setattr(_search, "_refine_fn", lambda f, n: _Lowered(real(f, n), log))
     loss = lambda z, k: -jax.nn.log_softmax(z)[k]  # noqa: E731  (convex)
     out = _search.search(loss, 3, 0, {}, num_starts=16, refine_steps=2)
-    assert not out.found and ran
+    assert not out.found and log == ["lowered"]
+    assert out.num_samples == 16 + 8 * 2  # the starts and the descent's steps

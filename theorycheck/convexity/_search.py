@@ -20,6 +20,7 @@ would be wrong for detached weights (CISPO, GLM-5, DPPO): the gradient at
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 
 import jax
@@ -230,6 +231,70 @@ def _programs(loss, inputs, refine_steps: int, dynamic: bool, sampled: int):
     return arrays, f, hess, _refine_fn(f, refine_steps)
 
 
+#: Threads that compile the search's programs (XLA compiles without the GIL).
+_COMPILERS = concurrent.futures.ThreadPoolExecutor(
+    max_workers=2, thread_name_prefix="search-compile"
+)
+
+
+class _Prepared:
+    """The two programs of one dense search (one ``V``; one ``k`` unless
+    ``dynamic``), traced and lowered in the calling thread and compiled by
+    :data:`_COMPILERS`: the programs of the next ``V`` compile while this one runs.
+
+    The executables are those ``jax.jit`` would compile for the same arguments
+    (same shapes and dtypes, same compiler options); only when they are compiled
+    moves. A failure while tracing is kept and raised where the program is used, so
+    a ``V`` that is never searched raises nothing, as before.
+    """
+
+    def __init__(self, loss, vocab, sampled, inputs, seed, num_starts, refine_steps,
+                 dynamic):  # fmt: skip
+        self.arrays, _, self._hess_fn, self._refine_fn = _programs(
+            loss, inputs, refine_steps, dynamic, sampled
+        )
+        n = len(_starts(seed, vocab, sampled, num_starts))
+        self._shapes = (n, min(8, n), vocab)
+        self._arr_specs = [
+            jax.ShapeDtypeStruct(np.shape(inputs[a]), jnp.float64) for a in self.arrays
+        ]
+        self._hess = self._refine = None
+
+    def _lower(self, which: str):
+        n, m, vocab = self._shapes
+        f64, k = jnp.float64, jax.ShapeDtypeStruct((), jnp.int32)
+        try:
+            with jax.enable_x64(True):
+                if which == "hess":
+                    z = jax.ShapeDtypeStruct((n, vocab), f64)
+                    low = self._hess_fn.lower(z, k, self._arr_specs)
+                else:
+                    zm = jax.ShapeDtypeStruct((m, vocab), f64)
+                    vm = jax.ShapeDtypeStruct((m,), f64)
+                    low = self._refine_fn.lower(zm, zm, vm, vm, k, self._arr_specs)
+        except Exception as err:  # raised where the program is used
+            done = concurrent.futures.Future()
+            done.set_exception(err)
+            return done
+        return _COMPILERS.submit(low.compile)
+
+    def start_hess(self) -> None:
+        if self._hess is None:
+            self._hess = self._lower("hess")
+
+    def start_refine(self) -> None:
+        if self._refine is None:
+            self._refine = self._lower("refine")
+
+    def hess(self):
+        self.start_hess()
+        return self._hess.result()
+
+    def refine(self):
+        self.start_refine()
+        return self._refine.result()
+
+
 def search_tokens(
     loss,
     vocab: int,
@@ -242,6 +307,8 @@ def search_tokens(
     tol: float = 1e-9,
     max_checks: int = MAX_CHECKS,
     first: bool = False,
+    then=None,
+    prepared: dict | None = None,
 ) -> dict[int, SearchOutcome]:
     """:func:`search` at every sampled token in ``inputs_by_k`` (``k -> inputs``).
 
@@ -251,6 +318,12 @@ def search_tokens(
     With ``dynamic`` (the loss takes a traced ``sampled``,
     :func:`theorycheck.convexity._genericity.one_program`) one compilation per V
     serves every ``k``; otherwise each ``k`` is compiled on its own.
+
+    ``then``: the search that comes next, ``(vocab, inputs_by_k, seed)``, and
+    ``prepared``: a dict of programs shared by the calls of one stage. While this
+    search's descent compiles, the next search's programs are traced and set
+    compiling into ``prepared`` (the next call, given the same dict, uses them).
+    Neither changes what is searched or found.
     """
     out = {}
     if vocab > DENSE_SEARCH_MAX_VOCAB:
@@ -260,13 +333,34 @@ def search_tokens(
             if first and out[k].found:
                 break
         return out
-    compiled = None
+    prepared = {} if prepared is None else prepared
+
+    def programs(v, k, inputs, s):
+        key = (v, None if dynamic else k)
+        if key not in prepared:
+            prepared[key] = _Prepared(
+                loss, v, k, inputs, s, num_starts, refine_steps, dynamic
+            )
+        return prepared[key]
+
+    def ahead():
+        """Sets the next search's programs compiling (its first k; with
+        ``dynamic`` they serve every k)."""
+        if then is None:
+            return
+        v, by_k, s = then
+        if v > DENSE_SEARCH_MAX_VOCAB or not by_k:
+            return
+        k, inputs = next(iter(by_k.items()))
+        nxt = programs(v, k, inputs, s)
+        nxt.start_hess()
+        nxt.start_refine()
+
     for k, inputs in inputs_by_k.items():
-        if compiled is None or not dynamic:
-            compiled = _programs(loss, inputs, refine_steps, dynamic, k)
+        compiled = programs(vocab, k, inputs, seed)
         out[k] = _dense(
             loss, compiled, vocab, k, inputs, seed, num_starts, refine_steps, tol,
-            max_checks,
+            max_checks, ahead,
         )  # fmt: skip
         if first and out[k].found:
             break
@@ -274,17 +368,19 @@ def search_tokens(
 
 
 def _dense(loss, compiled, vocab, sampled, inputs, seed, num_starts, refine_steps,
-           tol, max_checks) -> SearchOutcome:  # fmt: skip
+           tol, max_checks, ahead=None) -> SearchOutcome:  # fmt: skip
     """The starts' own candidates are re-checked first: a confirmed one ends the
     search before the descent is compiled. Otherwise the descent runs and the
     candidates of both are re-checked as before (those already re-checked are not
     repeated: the re-check is deterministic), so the search confirms a
-    counterexample exactly when it did with one pool."""
-    arrays, f, hess, refine = compiled
+    counterexample exactly when it did with one pool. While the descent compiles,
+    ``ahead()`` sets the next search's programs compiling."""
+    arrays = compiled.arrays
     with jax.enable_x64(True):
         arrs = [jnp.asarray(inputs[a], jnp.float64) for a in arrays]
         k = jnp.asarray(sampled, jnp.int32)
         zs = np.asarray(_starts(seed, vocab, sampled, num_starts), np.float64)
+        hess = compiled.hess()
         lam, scale, vecs = _relative(np.asarray(hess(jnp.asarray(zs), k, arrs)))
         rel = lam / scale
     starts = [(rel[i], ("start", i), zs[i], vecs[i]) for i in range(len(zs))]
@@ -294,8 +390,12 @@ def _dense(loss, compiled, vocab, sampled, inputs, seed, num_starts, refine_step
         check = recheck(loss, z, sampled, inputs, u)
         if check.confirmed:
             return SearchOutcome(True, len(zs), z, u, check.autodiff, check.frozen_fd)
+    compiled.start_refine()
+    if ahead is not None:
+        ahead()
     with jax.enable_x64(True):
         order = np.argsort(rel)[:8]
+        refine = compiled.refine()
         lam_r, scale_r, zs_r, vecs_r = (
             np.asarray(t)
             for t in refine(

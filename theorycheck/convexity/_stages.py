@@ -404,7 +404,22 @@ def search_stage(
         dynamic: the loss takes a traced ``sampled`` (one compilation per V).
     """
     total, found, searched = 0, None, set()
-    for v in sorted(vocabs):
+    order = sorted(vocabs)
+    prepared: dict = {}  # programs set compiling ahead (the next V's)
+
+    def ahead(i):
+        """The next V's search, to be compiled while this one runs (None when its
+        inputs cannot be built now: then they fail where they are used, as
+        before)."""
+        if i + 1 >= len(order):
+            return None
+        v = order[i + 1]
+        try:
+            return v, {k: inputs_fn(v, k) for k in tokens_fn(v)}, seed + v
+        except Exception:
+            return None
+
+    for i, v in enumerate(order):
         if found is not None:  # one confirmed counterexample decides not_convex
             break
         ks = tokens_fn(v)
@@ -417,6 +432,8 @@ def search_stage(
             seed=seed + v,
             num_starts=num_starts,
             first=True,  # the first confirmed (V, k) decides; later k add nothing
+            then=ahead(i),
+            prepared=prepared,
         )
         for k, out in outs.items():
             total += out.num_samples

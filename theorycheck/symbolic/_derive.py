@@ -222,17 +222,26 @@ def to_probability(expr: sp.Basic, logits: Sequence[sp.Symbol]) -> ProbabilityFo
 
 def tidy_probability(expr: sp.Basic, *, fold: bool = True) -> sp.Basic:
     """Entry by entry: ``cancel``; a Piecewise in one probability is split into cells
-    (:func:`fold_cells`), else ``piecewise_fold``-ed (``fold=True``) or left as is."""
+    (:func:`fold_cells`), else ``piecewise_fold``-ed (``fold=True``) or left as is.
+    Equal entries (a symmetric Hessian's ``H_ij`` and ``H_ji``) are tidied once: the
+    tidied form is a function of the entry alone."""
+    done: dict = {}
 
     def tidy(a):
-        if not a.has(sp.Piecewise):
-            return sp.cancel(a)
-        folded = fold_cells(a, None, sp.Interval.open(0, 1))
-        if folded is not None:
-            return folded
-        return sp.piecewise_fold(a) if fold else a
+        if a not in done:
+            done[a] = _tidy_entry(a, fold)
+        return done[a]
 
     return expr.applyfunc(tidy) if isinstance(expr, sp.MatrixBase) else tidy(expr)
+
+
+def _tidy_entry(a: sp.Basic, fold: bool) -> sp.Basic:
+    if not a.has(sp.Piecewise):
+        return sp.cancel(a)
+    folded = fold_cells(a, None, sp.Interval.open(0, 1))
+    if folded is not None:
+        return folded
+    return sp.piecewise_fold(a) if fold else a
 
 
 def is_transcendental(expr: sp.Basic) -> bool:
