@@ -15,6 +15,11 @@ against the plain loop in ``tests/probes/test_fast.py``):
   same function at :math:`\theta_{t+1}`), so no separate realized pass runs except at
   the start and the end of the run (the start's direct pass is compared with the
   first JVP's primal, ``d0_check``).
+* **Row subsets** (``run_probe(probe_rows="minibatch")``, not a change of the
+  numbers but of which are computed): :meth:`FastProbe.probe_pass` and
+  :meth:`FastProbe.divergences` take a row subset (``idx``), run in group-sorted
+  chunks of a fixed size (one compile for every subset of one size), and leave the
+  rows outside it NaN.
 * **Masks from the step's own head pullback.** The minibatch objective
   :math:`J_k = \sum w\,k\,\ell(W h)` is linear in the keep-mask k and each token's
   loss depends on its own logits, so with the head W frozen the cotangent at the

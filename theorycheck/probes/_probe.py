@@ -10,7 +10,10 @@ realized change over any horizon (one step, to the end of the epoch, to the end 
 the run) is available. Optionally, at every step the ratio mask, the paper's
 predictive mask and the coupled mask (:mod:`._mask`) are each applied to the same
 minibatch from the same state, and their own updates are measured (side branches;
-the trajectory follows the unmasked update).
+the trajectory follows the unmasked update). With ``probe_rows="minibatch"`` the
+predictions are recorded only for each step's minibatch rows (plus a seeded sample of
+off-minibatch rows) and the realized D only where the analysis reads it
+(:func:`run_probe`).
 """
 
 from __future__ import annotations
