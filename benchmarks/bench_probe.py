@@ -20,7 +20,10 @@ once per rollout batch), the CPU seconds per phase of both paths (the profile of
 unit), the rollout generation of both engines (the float32 engine with the bfloat16
 engine's prompt draw), the anchor's rescore, the matched controls on the fast path,
 the model load, and the largest difference between the two paths' per-token numbers;
-from them the default run is extrapolated (:func:`_projection`).
+from them the default run is extrapolated (:func:`_projection`). The same unit is also
+probed with ``probe_rows="minibatch"`` (the experiment's setting), cold and warm, and
+once more with the matched controls in the probe's own pass (``controls_seed``, the
+experiment's route), against the matched controls in a second pass.
 
 Usage: python benchmarks/bench_probe.py [--new-tokens 64] [--prompts 8] [--samples 8]
 [--redraws 8] [--min-mixed 2] [--json-out PATH] (the defaults are
@@ -90,13 +93,15 @@ def _cpu(fn):
     return out, time.process_time() - c, time.perf_counter() - w
 
 
-def _probe(trainer, fast: bool, masks: bool = True, phases=None, rows=None):
+def _probe(trainer, fast: bool, masks: bool = True, phases=None, rows=None, **kw):
     """``(analysis, probe, cpu_s, phases)`` of one probe run of ``trainer``; ``rows``
-    None probes every row, else ``(probe_rows, others_rows)``."""
+    None probes every row, else ``(probe_rows, others_rows)``; ``kw`` to
+    ``run_probe``."""
     from theorycheck.probes import analyze_probe, run_probe
 
     phases = {} if phases is None else phases
-    kw = {} if rows is None else {"probe_rows": rows[0], "others_rows": rows[1]}
+    if rows is not None:
+        kw = {**kw, "probe_rows": rows[0], "others_rows": rows[1]}
     probe, cpu, wall = _cpu(
         lambda: run_probe(
             trainer, topk=20, masks=masks, fast=fast, timings=phases, **kw
@@ -563,16 +568,29 @@ def main(argv=None) -> None:
         compared,
         differ,
     )
-    # the rest of an experiment unit: the matched controls on the fast path
+    # the rest of an experiment unit before: the matched controls in a second pass
+    # over the schedule on the fast path (the K = 4 gradient compiled here)
     from theorycheck.probes._fast import matched_controls
+    from theorycheck.probes._matched import recorded_controls
 
-    # (once: its programs are the probe's but the K = 4 gradient, compiled here)
     tr = Trainer(model, rollouts, TrainConfig(), seed=0, trunk=trunks)
-    _, q["controls_cpu_s"], _ = _cpu(
+    two_pass, q["controls_cpu_s"], _ = _cpu(
         functools.partial(
             matched_controls, tr, runs[("fast", "warm")][1], delta=0.0, seed=0
         )
     )
+    two_pass.pop("max_rel_update_norm_gap")
+    # the experiment's route now: the controls in the probe's own pass
+    # (controls_seed, with minibatch probing; its programs are the masks', compiled
+    # above), timed as the probe's phase "controls"
+    tr = Trainer(model, rollouts, TrainConfig(), seed=0, trunk=trunks)
+    in_pass: dict = {}
+    _, probe_c, q["minibatch_with_controls_cpu_s"], _ = _probe(
+        tr, True, phases=in_pass, rows=setting, controls_seed=0
+    )
+    q["minibatch_controls_cpu_s"] = in_pass["controls"]
+    compared, differ = _same_metrics(two_pass, recorded_controls(probe_c, delta=0.0))
+    q["controls_metrics_compared"], q["controls_metrics_differing"] = compared, differ
     plain = runs[("baseline", "cold")][1]
     fast = _first_steps(runs[("fast", "warm")][1], len(plain["steps"]))
     q["max_rel_diff"] = _max_rel_diff(plain, fast)

@@ -340,7 +340,7 @@ def markdown(data: dict, timings: dict) -> str:
             "median D",
             "median abs ΔD (step)",
             "max abs D (JVP − direct)",
-            "controls' trajectory gap",
+            "controls' trajectory gap (two-pass controls only)",
             "reward",
         ],
         rows,

@@ -327,7 +327,8 @@ PROBE_LABELS = {
     "prompt_draw": "prompt draw of the seed (dynamic sampling)",
     "rescore_cpu_s": "bfloat16 anchor rescored over the full vocabulary (CPU-s)",
     "probe_wall_s": "fast: probe + analysis, warm (wall s)",
-    "controls_cpu_s": "fast: matched controls (its K = 4 gradient compiled, CPU-s)",
+    "controls_cpu_s": "fast: matched controls in a second pass (its K = 4 gradient "
+    "compiled, CPU-s)",
     "default_gflop_unit": "default shape: matrix-product GFLOP of one unit",
     "default_probe_cpu_s": "default shape, extrapolated: probe CPU-s of one unit at "
     "this run's GFLOP per CPU-s",
@@ -373,6 +374,12 @@ PROBE_LABELS = {
     "probed entries (relative)",
     "minibatch_metrics_compared": "analysis metrics compared (same rows probed)",
     "minibatch_metrics_differing": "analysis metrics differing (rel. > 1e-9)",
+    "minibatch_controls_cpu_s": "matched controls in the probe's pass (minibatch "
+    "probing, the experiment's route; phase `controls`, CPU-s)",
+    "minibatch_with_controls_cpu_s": "minibatch probing with the controls in its "
+    "pass: probe + analysis, warm (CPU-s)",
+    "controls_metrics_compared": "controls' metrics compared, in-pass vs second pass",
+    "controls_metrics_differing": "controls' metrics differing (rel. > 1e-9)",
     "minibatch_speedup": "speed-up, probe: minibatch probing ÷ plain tokens per "
     "CPU-second",
     "minibatch_unit_speedup": "speed-up, minibatch probing, with the trunk",

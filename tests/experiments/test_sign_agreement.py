@@ -86,8 +86,10 @@ def test_matched_controls_mask_the_coupled_share(tiny_run):
             assert set(masks) == want
             for c in ("random_matched", "ratio_matched", "predictive_matched"):
                 assert masks[c]["masked_share"] == masks["coupled"]["masked_share"]
-            gap = units[f"{variant}/seed{s}"]["checks"]["max_rel_update_norm_gap"]
-            assert gap < 1e-9  # the controls followed the probe's own trajectory
+            # computed in the probe's own pass: no second trajectory to compare
+            assert (
+                "max_rel_update_norm_gap" not in units[f"{variant}/seed{s}"]["checks"]
+            )
     assert "masks" in units["base/seed0"] and units["sgd/seed0"]["masks"] == {}
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from theorycheck.models import logits_from_prefix
 from theorycheck.probes import _fast, analyze_probe, run_probe
+from theorycheck.probes._matched import recorded_controls
 from theorycheck.probes._probe import ESTIMATORS as _ESTIMATORS
 from theorycheck.rl import TrainConfig, Trainer
 
@@ -119,7 +120,8 @@ def test_minibatch_rows_give_the_all_rows_numbers(both, others):
 
     tr, plain, fast, masks = both
     kw = dict(topk=5, delta=0.0, masks=masks, probe_rows="minibatch")
-    mb = run_probe(tr, others_rows=others, others_seed=1, **kw)
+    seed = 7 if masks else None  # the matched controls in the same pass
+    mb = run_probe(tr, others_rows=others, others_seed=1, controls_seed=seed, **kw)
     assert (mb["probe_rows"], mb["others_rows"]) == ("minibatch", others)
     m, b = len(tr.minibatch_rows), len(tr.minibatch_rows[0])
     traj, want = mb["trajectory"], fast["trajectory"]
@@ -145,12 +147,35 @@ def test_minibatch_rows_give_the_all_rows_numbers(both, others):
         traj[1:]
     )
     assert (y["others"] is None) == (others == 0)
+    a = matched_controls(tr, plain, delta=0.0, seed=7)
+    a.pop("max_rel_update_norm_gap")
+    if masks:
+        _close(a, recorded_controls(mb, delta=0.0), "controls in the probe's pass")
     if others == 0:
-        a = matched_controls(tr, plain, delta=0.0, seed=7)
         c = _fast.matched_controls(tr, mb, delta=0.0, seed=7)
-        a.pop("max_rel_update_norm_gap")
         assert c.pop("max_rel_update_norm_gap") <= 1e-9
         _close(a, c, "controls")
+
+
+def test_controls_in_the_probes_pass_match_the_plain_loop(both):
+    # controls_seed: the three controls' branches from each step's own state in the
+    # probe's pass (no second pass); the probe's own numbers are unchanged
+    from theorycheck.probes._matched import matched_controls
+
+    tr, plain, fast, masks = both
+    if not masks:
+        with pytest.raises(ValueError):
+            run_probe(tr, topk=5, masks=False, controls_seed=7)
+        return
+    p = run_probe(tr, topk=5, delta=0.0, masks=True, controls_seed=7)
+    for t, (a, b) in enumerate(zip(fast["steps"], p["steps"])):
+        assert set(b) == set(a) | {"controls"}
+        for key in a:
+            _close(a[key], b[key], f"step {t}/{key}")
+    _close(fast["trajectory"], p["trajectory"], "trajectory")
+    want = matched_controls(tr, plain, delta=0.0, seed=7)
+    want.pop("max_rel_update_norm_gap")
+    _close(want, recorded_controls(p, delta=0.0), "controls")
 
 
 def test_probe_rows_are_checked(tiny, rollouts_bf16):

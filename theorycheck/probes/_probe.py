@@ -75,6 +75,7 @@ def run_probe(
     probe_rows: str = "all",
     others_rows: int = 0,
     others_seed: int = 0,
+    controls_seed: int | None = None,
 ):
     r"""Runs the trainer's schedule and records every per-token quantity.
 
@@ -108,6 +109,15 @@ def run_probe(
         others_rows: off-minibatch rows probed per step with ``"minibatch"``
             (0 ≤ others_rows ≤ B − b); must be 0 with ``"all"``.
         others_seed: seeds the draw of the off-minibatch rows.
+        controls_seed: with ``masks`` on the fast path, also the three matched
+            controls (:mod:`._matched`) from every step's own state, in the same
+            pass: their keep-masks are :func:`~._matched.matched_keeps` of the
+            step's rows and coupled keep-mask, drawn by
+            ``numpy.random.default_rng(controls_seed)`` in schedule order (the draws
+            of :func:`~._matched.matched_controls` with ``seed=controls_seed``), their
+            gradients three pullbacks from the step's head-input cotangent, their D
+            after the step one vmapped forward; recorded per step as ``controls``
+            (scored by :func:`~._matched.recorded_controls`). None: not computed.
 
     Returns:
         ``{"steps": [record, ...], "trajectory": [E·M + 1, B, N] D after each step,
@@ -115,7 +125,8 @@ def run_probe(
         "others_rows"}`` (``others_rows`` is B − b with ``"all"``);
         a record holds the step's ``epoch``, ``step``, ``rows`` and ``[B, N]`` arrays
         ``d0, ntk1, ntk2, ratio, ddot_<estimator>, adv``, ``in_minibatch``,
-        ``probed``, plus ``masks`` (minibatch rows only) when asked.
+        ``probed``, plus ``masks`` and ``controls`` (minibatch rows only) when
+        asked.
     """
     b = trainer.batch.sampled.shape[0]
     mb = len(trainer.minibatch_rows[0])
@@ -125,14 +136,17 @@ def run_probe(
         raise ValueError(
             f"others_rows = {others_rows}: 0 with 'all', 0..{b - mb} with 'minibatch'"
         )
+    if controls_seed is not None and not (fast and masks):
+        raise ValueError("controls_seed needs masks=True on the fast path")
+    rng = None if controls_seed is None else np.random.default_rng(controls_seed)
     if probe_rows == "minibatch":
         if not fast:
             raise ValueError("probe_rows = 'minibatch' runs on the fast path only")
         return _run_fast_rows(
-            trainer, topk, delta, masks, timings, others_rows, others_seed
+            trainer, topk, delta, masks, timings, others_rows, others_seed, rng
         )
     if fast:
-        return _run_fast(trainer, topk, delta, masks, timings)
+        return _run_fast(trainer, topk, delta, masks, timings, rng)
     clock = _Clock(timings)
     batch = trainer.batch
     blogp = np.asarray(batch.behavior_logp)
@@ -253,7 +267,38 @@ def _fast_masks(fp, trainable, opt_state, step, e, sub, delta):
     return out
 
 
-def _run_fast(trainer, topk, delta, masks, timings):
+def _fast_controls(fp, trainable, opt_state, step, e, sub, ckeep, delta, rng):
+    """The three matched controls' branches (:mod:`._matched`) from the step's state,
+    like :func:`_fast_masks`: a control whose keep-mask is all ones has the unmasked
+    update (``d_after`` None, filled in from the trajectory)."""
+    from theorycheck.probes._matched import CONTROLS, matched_keeps
+
+    keeps = matched_keeps(sub, ckeep, delta, rng)
+    out = {name: {"keep": keeps[name], "d_after": None} for name in CONTROLS}
+    if all(np.all(keeps[k] == 1.0) for k in CONTROLS):
+        return out
+    grads = fp.grads_from(trainable, step, e, np.stack([keeps[k] for k in CONTROLS]))
+    news = fp.update_many(trainable, opt_state, grads)
+    afters = fp.minibatch_divergences(news, step)
+    for i, name in enumerate(CONTROLS):
+        if not np.all(keeps[name] == 1.0):
+            out[name]["d_after"] = afters[i]
+    return out
+
+
+def _branches(fp, s, rec, delta, rng):
+    """The step's mask branches and, with ``rng``, its matched controls."""
+    sub = {k: rec[k][s.rows] for k in _MASK_INPUTS}
+    args = (fp, s.trainable, s.opt_state, s.step, s.value)
+    rec["masks"] = fp.clock("masks", _fast_masks, *args, sub, delta)
+    if rng is not None:
+        ckeep = rec["masks"]["coupled"]["keep"]
+        rec["controls"] = fp.clock(
+            "controls", _fast_controls, *args, sub, ckeep, delta, rng
+        )
+
+
+def _run_fast(trainer, topk, delta, masks, timings, rng=None):
     from theorycheck.probes._fast import FastProbe, first_of
 
     fp = FastProbe(trainer, topk=topk, timings=timings)
@@ -287,18 +332,7 @@ def _run_fast(trainer, topk, delta, masks, timings):
             p,
         )
         if masks:
-            sub = {k: rec[k][s.rows] for k in _MASK_INPUTS}
-            rec["masks"] = clock(
-                "masks",
-                _fast_masks,
-                fp,
-                s.trainable,
-                s.opt_state,
-                s.step,
-                s.value,
-                sub,
-                delta,
-            )
+            _branches(fp, s, rec, delta, rng)
         steps.append(rec)
         trainable = s.new_trainable
     trajectory.append(clock("realized", fp.divergences, [trainable])[0])
@@ -308,9 +342,10 @@ def _run_fast(trainer, topk, delta, masks, timings):
 
 def _fill_masks(steps, trajectory):
     for t, rec in enumerate(steps):
-        for branch in rec.get("masks", {}).values():
-            if branch["d_after"] is None:  # the unmasked update's D after the step
-                branch["d_after"] = trajectory[t + 1][rec["rows"]]
+        for kind in ("masks", "controls"):
+            for branch in rec.get(kind, {}).values():
+                if branch["d_after"] is None:  # the unmasked update's D after it
+                    branch["d_after"] = trajectory[t + 1][rec["rows"]]
 
 
 def probed_rows(trainer, others_rows: int, seed: int = 0) -> list[np.ndarray]:
@@ -329,7 +364,7 @@ def probed_rows(trainer, others_rows: int, seed: int = 0) -> list[np.ndarray]:
     return out
 
 
-def _run_fast_rows(trainer, topk, delta, masks, timings, others_rows, seed):
+def _run_fast_rows(trainer, topk, delta, masks, timings, others_rows, seed, rng):
     r""":func:`_run_fast` over each step's probed rows (:func:`probed_rows`).
 
     Predictions: one probe pass per step over its probed rows. Realized D (NaN
@@ -378,18 +413,7 @@ def _run_fast_rows(trainer, topk, delta, masks, timings, others_rows, seed):
             probed=idx,
         )
         if masks:
-            sub = {k: rec[k][s.rows] for k in _MASK_INPUTS}
-            rec["masks"] = clock(
-                "masks",
-                _fast_masks,
-                fp,
-                s.trainable,
-                s.opt_state,
-                s.step,
-                s.value,
-                sub,
-                delta,
-            )
+            _branches(fp, s, rec, delta, rng)
         steps.append(rec)
         # D after the step: over every row at the end of an epoch (the epoch and
         # run horizons), else over this step's probed rows (the step horizon)
