@@ -288,8 +288,9 @@ def _projection(q, trainer, wall, prefix: str = "") -> dict:
     run's warm-probe CPU/wall ratio (contention included), and over 2 (both cores
     busy). At the default shape itself (no extrapolation) the scale factors are 1.
     With ``prefix="minibatch_"`` the same for ``probe_rows="minibatch"`` with the
-    experiment's ``others_rows`` (its product count, its achieved rate and its warm
-    probe CPU-s); the keys carry the prefix.
+    experiment's ``others_rows`` (its product count, its achieved rate, its warm
+    probe CPU-s and the matched controls in the probe's pass, as the experiment runs
+    them); the keys carry the prefix.
     """
     from experiments.sign_agreement import Config
 
