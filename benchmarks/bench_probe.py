@@ -20,7 +20,10 @@ once per rollout batch), the CPU seconds per phase of both paths (the profile of
 unit), the rollout generation of both engines (the float32 engine with the bfloat16
 engine's prompt draw), the anchor's rescore, the matched controls on the fast path,
 the model load, and the largest difference between the two paths' per-token numbers;
-from them the default run is extrapolated (:func:`_projection`).
+from them the default run is extrapolated (:func:`_projection`). The same unit is also
+probed with ``probe_rows="minibatch"`` (the experiment's setting), cold and warm, and
+once more with the matched controls in the probe's own pass (``controls_seed``, the
+experiment's route), against the matched controls in a second pass.
 
 Usage: python benchmarks/bench_probe.py [--new-tokens 64] [--prompts 8] [--samples 8]
 [--redraws 8] [--min-mixed 2] [--json-out PATH] (the defaults are
@@ -46,11 +49,20 @@ TARGETS = {
     "tokens_per_cpu_s": (">=", 10.0),
     "speedup": (">=", 10.0),
     "run_projected_cpu_s": ("<=", 3600.0),  # 30 min wall if both cores are busy
+    "minibatch_tokens_per_cpu_s": (">=", 10.0),
+    "minibatch_speedup": (">=", 10.0),
+    "minibatch_run_projected_cpu_s": ("<=", 3600.0),
 }
 # name: (numerator, denominator)
 RATIOS = {
     "speedup": ("tokens_per_cpu_s", "baseline_tokens_per_cpu_s"),
     "unit_speedup": ("unit_tokens_per_cpu_s", "baseline_unit_tokens_per_cpu_s"),
+    "minibatch_speedup": ("minibatch_tokens_per_cpu_s", "baseline_tokens_per_cpu_s"),
+    "minibatch_unit_speedup": (
+        "minibatch_unit_tokens_per_cpu_s",
+        "baseline_unit_tokens_per_cpu_s",
+    ),
+    "minibatch_over_all_rows": ("minibatch_tokens_per_cpu_s", "tokens_per_cpu_s"),
 }
 #: the phases of a probe unit, in the order of the profile table.
 PHASES = (
@@ -81,13 +93,19 @@ def _cpu(fn):
     return out, time.process_time() - c, time.perf_counter() - w
 
 
-def _probe(trainer, fast: bool, masks: bool = True, phases=None):
-    """``(analysis, probe, cpu_s, phases)`` of one probe run of ``trainer``."""
+def _probe(trainer, fast: bool, masks: bool = True, phases=None, rows=None, **kw):
+    """``(analysis, probe, cpu_s, phases)`` of one probe run of ``trainer``; ``rows``
+    None probes every row, else ``(probe_rows, others_rows)``; ``kw`` to
+    ``run_probe``."""
     from theorycheck.probes import analyze_probe, run_probe
 
     phases = {} if phases is None else phases
+    if rows is not None:
+        kw = {**kw, "probe_rows": rows[0], "others_rows": rows[1]}
     probe, cpu, wall = _cpu(
-        lambda: run_probe(trainer, topk=20, masks=masks, fast=fast, timings=phases)
+        lambda: run_probe(
+            trainer, topk=20, masks=masks, fast=fast, timings=phases, **kw
+        )
     )
     analysis, cpu_a, _ = _cpu(lambda: analyze_probe(probe))
     phases["analysis"] = cpu_a
@@ -174,7 +192,7 @@ def _gemm_rate(dtype, rows: int, d: int, v: int, reps: int = 3) -> float:
     return 2.0 * rows * d * v * reps / (time.process_time() - t) / 1e9
 
 
-def _unit_gflop(trainer) -> dict:
+def _unit_gflop(trainer, probed=None) -> dict:
     r"""The matrix-product FLOPs one unit cannot avoid (an estimate, a lower bound).
 
     Per position through the trainable blocks, a forward costs
@@ -189,6 +207,12 @@ def _unit_gflop(trainer) -> dict:
     three backwards through them from the gradient's head-input cotangent and three
     forwards of the updated weights (1 + 6 + 3 blocks, 3 head); plus two whole-batch
     forwards (the start and the end).
+
+    With ``probed`` (the rows of step 0 that ``probe_rows="minibatch"`` probes,
+    :func:`theorycheck.probes._probe.probed_rows`) the probe pass runs over those
+    rows and the realized D is one forward over them before the first step and
+    after every step but an epoch's last, and one whole-batch forward at the end of
+    every epoch.
     """
     import numpy as np
 
@@ -196,6 +220,9 @@ def _unit_gflop(trainer) -> dict:
     start = trainer.rows[0]
     group = np.asarray(trainer.batch.group)
     mb = trainer.minibatch_rows[0]
+    kw = {}
+    if probed is not None:
+        kw = {"probed": len(probed), "probed_groups": len(np.unique(group[probed]))}
     return _gflop(
         trainer,
         b=b,
@@ -204,13 +231,18 @@ def _unit_gflop(trainer) -> dict:
         groups=len(np.unique(group)),
         mb=len(mb),
         mb_groups=len(np.unique(group[mb])),
+        **kw,
     )
 
 
-def _gflop(trainer, *, b, n, prompt, groups, mb, mb_groups) -> dict:
+def _gflop(
+    trainer, *, b, n, prompt, groups, mb, mb_groups, probed=None, probed_groups=None
+) -> dict:
     """:func:`_unit_gflop` of a batch of ``b`` rows x ``n`` response tokens, ``groups``
     prompts of ``prompt`` padded positions, minibatches of ``mb`` rows holding
-    ``mb_groups`` prompts (the trainer's model and training config)."""
+    ``mb_groups`` prompts (the trainer's model and training config); with
+    ``probed``, each step probes that many rows holding ``probed_groups`` prompts
+    (``probe_rows="minibatch"``), else every row."""
     c = trainer.model_config
     d, v = c.hidden_size, c.vocab_size
     heads = c.num_heads * c.head_dim
@@ -223,18 +255,26 @@ def _gflop(trainer, *, b, n, prompt, groups, mb, mb_groups) -> dict:
     head = 2 * d * v
     every = b * n + groups * prompt
     rows = mb * n + mb_groups * prompt
-    steps = trainer.config.epochs * trainer.config.minibatches
-    probe = 5 * block * every + 3 * head * b * n
+    epochs = trainer.config.epochs
+    steps = epochs * trainer.config.minibatches
+    whole = block * every + head * b * n  # one forward of every row
+    if probed is None:
+        probe = 5 * block * every + 3 * head * b * n
+        realized = 2 * whole
+    else:
+        sub = probed * n + probed_groups * prompt
+        probe = 5 * block * sub + 3 * head * probed * n
+        realized = (1 + steps - epochs) * (block * sub + head * probed * n)
+        realized += epochs * whole
     grad = 3 * block * rows + 2 * head * mb * n
     masks = 10 * block * rows + 3 * head * mb * n
-    realized = 2 * (block * every + head * b * n)
     per = {"probe_pass": probe, "grad": grad, "masks": masks}
     out = {f"gflop_{k}_per_step": x / 1e9 for k, x in per.items()}
     out["gflop_unit"] = (steps * sum(per.values()) + realized) / 1e9
     return out
 
 
-def _projection(q, trainer, wall) -> dict:
+def _projection(q, trainer, wall, prefix: str = "") -> dict:
     """The default sign-agreement run (``experiments.sign_agreement.Config``: its
     seeds, both regimes) extrapolated from this run's rates.
 
@@ -247,6 +287,10 @@ def _projection(q, trainer, wall) -> dict:
     unit taken to cost the ``base`` unit); plus one compile. Wall: CPU-s over this
     run's warm-probe CPU/wall ratio (contention included), and over 2 (both cores
     busy). At the default shape itself (no extrapolation) the scale factors are 1.
+    With ``prefix="minibatch_"`` the same for ``probe_rows="minibatch"`` with the
+    experiment's ``others_rows`` (its product count, its achieved rate, its warm
+    probe CPU-s and the matched controls in the probe's pass, as the experiment runs
+    them); the keys carry the prefix.
     """
     from experiments.sign_agreement import Config
 
@@ -254,6 +298,10 @@ def _projection(q, trainer, wall) -> dict:
     b = run.prompts * run.samples
     mb = b // trainer.config.minibatches
     start = trainer.rows[0]
+    kw = {}
+    if prefix:
+        probed = mb + run.others_rows
+        kw = {"probed": probed, "probed_groups": min(probed, run.prompts)}
     shape = _gflop(
         trainer,
         b=b,
@@ -262,7 +310,9 @@ def _projection(q, trainer, wall) -> dict:
         groups=run.prompts,
         mb=mb,
         mb_groups=min(mb, run.prompts),
+        **kw,
     )
+    q = {**q, **{k[len(prefix) :]: v for k, v in q.items() if k.startswith(prefix)}}
     out = {"default_gflop_unit": shape["gflop_unit"]}
     probe = shape["gflop_unit"] / q["achieved_gflop_per_cpu_s"]
     out["default_probe_cpu_s"] = probe
@@ -280,7 +330,7 @@ def _projection(q, trainer, wall) -> dict:
     out["probe_cpu_per_wall"] = q["probe_cpu_s"] / wall
     out["run_projected_wall_s"] = out["run_projected_cpu_s"] / out["probe_cpu_per_wall"]
     out["run_projected_wall_2cores_s"] = out["run_projected_cpu_s"] / 2
-    return out
+    return {prefix + k: v for k, v in out.items()}
 
 
 def _write_unit(analysis) -> None:
@@ -296,10 +346,37 @@ def _write_unit(analysis) -> None:
 def _first_steps(probe, n: int) -> dict:
     """The probe record of the first ``n`` steps only."""
     return {
+        **probe,
         "steps": probe["steps"][:n],
         "trajectory": probe["trajectory"][: n + 1],
         "update_norms": probe["update_norms"][:n],
     }
+
+
+def _restricted(full, probe) -> dict:
+    """The all-rows probe ``full`` with ``probe``'s probed rows and setting (the
+    analysis of ``probe`` must equal its analysis)."""
+    steps = [
+        {**a, "probed": b["probed"]} for a, b in zip(full["steps"], probe["steps"])
+    ]
+    keys = ("probe_rows", "others_rows")
+    return {**full, "steps": steps, **{k: probe[k] for k in keys}}
+
+
+def _max_rel_diff_probed(full, probe) -> float:
+    """:func:`_max_rel_diff` on the probed entries: the per-token arrays on each
+    step's probed rows and the realized D where ``probe`` computed it."""
+    import numpy as np
+
+    worst = 0.0
+    for ra, rb in zip(full["steps"], probe["steps"]):
+        p = rb["probed"]
+        for key in _KEYS:
+            scale = float(np.max(np.abs(ra[key][p]))) or 1.0
+            worst = max(worst, float(np.max(np.abs(ra[key][p] - rb[key][p]))) / scale)
+    have = ~np.isnan(probe["trajectory"])
+    a, b = full["trajectory"][have], probe["trajectory"][have]
+    return max(worst, float(np.max(np.abs(a - b))) / float(np.max(np.abs(a))))
 
 
 def _max_rel_diff(a, b) -> float:
@@ -423,18 +500,24 @@ def main(argv=None) -> None:
     trunk_s = _cpu(
         lambda: Trainer(model, rollouts, TrainConfig(), seed=0, trunk=trunks)
     )[1]
+    # probe_rows="minibatch" at the experiment's others_rows (its default setting)
+    setting = ("minibatch", Config().others_rows)
+    walls = {}
     for name, fast, phase in (
         ("baseline", False, "cold"),
         ("fast", True, "cold"),
         ("fast", True, "warm"),
+        ("minibatch", True, "cold"),
+        ("minibatch", True, "warm"),
     ):
         trainer = Trainer(model, rollouts, TrainConfig(), seed=0, trunk=trunks)
         # the plain loop: its first BASELINE_STEPS steps (the first compiles)
         phases: dict = {}
         cut = None if fast else BASELINE_STEPS
         steps[(name, phase)] = _time_steps(trainer, cut, phases)
-        analysis, probe, cpu, phases = _probe(trainer, fast, phases=phases)
-        wall = phases.pop("_wall")
+        rows = setting if name == "minibatch" else None
+        analysis, probe, cpu, phases = _probe(trainer, fast, phases=phases, rows=rows)
+        walls[name] = phases.pop("_wall")
         phases["trunk"] = trunk_s
         phases["io"] = _cpu(functools.partial(_write_unit, analysis))[1]
         runs[(name, phase)] = (analysis, probe, cpu, trunk_s)
@@ -461,17 +544,54 @@ def main(argv=None) -> None:
         q[f"{prefix}tokens_per_cpu_s"] = tokens / cpu
         q[f"{prefix}unit_tokens_per_cpu_s"] = tokens / (cpu + trunk_s)
     q["compile_cpu_s"] = max(0.0, runs[("fast", "cold")][2] - runs[("fast", "warm")][2])
-    q["probe_wall_s"] = wall  # the fast path, warm (the loop's last run)
-    # the rest of an experiment unit: the matched controls on the fast path
+    q["probe_wall_s"] = walls["fast"]  # the fast path, warm
+    # probe_rows="minibatch": the same updated tokens, its warm probe, its compile
+    # (the probe pass and the realized passes of its row subsets; the rest is the
+    # fast path's, compiled above), its numbers against the all-rows fast path's
+    mb_analysis, mb_probe, mb_cpu, _ = runs[("minibatch", "warm")]
+    if mb_analysis["scale"]["updated_tokens"] != tokens:
+        raise SystemExit("minibatch probing changed the updated tokens")
+    q["minibatch_others_rows"] = setting[1]
+    q["minibatch_probe_cpu_s"] = mb_cpu
+    q["minibatch_tokens_per_cpu_s"] = tokens / mb_cpu
+    q["minibatch_unit_tokens_per_cpu_s"] = tokens / (mb_cpu + trunk_s)
+    q["minibatch_compile_cpu_s"] = max(0.0, runs[("minibatch", "cold")][2] - mb_cpu)
+    q["minibatch_step_cpu_s"] = statistics.median(
+        t for t, _ in steps[("minibatch", "warm")]
+    )
+    q["minibatch_probe_wall_s"] = walls["minibatch"]
+    full = runs[("fast", "warm")][1]
+    q["minibatch_max_rel_diff"] = _max_rel_diff_probed(full, mb_probe)
+    compared, differ = _same_metrics(
+        analyze_probe(_restricted(full, mb_probe)), mb_analysis
+    )
+    q["minibatch_metrics_compared"], q["minibatch_metrics_differing"] = (
+        compared,
+        differ,
+    )
+    # the rest of an experiment unit before: the matched controls in a second pass
+    # over the schedule on the fast path (the K = 4 gradient compiled here)
     from theorycheck.probes._fast import matched_controls
+    from theorycheck.probes._matched import recorded_controls
 
-    # (once: its programs are the probe's but the K = 4 gradient, compiled here)
     tr = Trainer(model, rollouts, TrainConfig(), seed=0, trunk=trunks)
-    _, q["controls_cpu_s"], _ = _cpu(
+    two_pass, q["controls_cpu_s"], _ = _cpu(
         functools.partial(
             matched_controls, tr, runs[("fast", "warm")][1], delta=0.0, seed=0
         )
     )
+    two_pass.pop("max_rel_update_norm_gap")
+    # the experiment's route now: the controls in the probe's own pass
+    # (controls_seed, with minibatch probing; its programs are the masks', compiled
+    # above), timed as the probe's phase "controls"
+    tr = Trainer(model, rollouts, TrainConfig(), seed=0, trunk=trunks)
+    in_pass: dict = {}
+    _, probe_c, q["minibatch_with_controls_cpu_s"], _ = _probe(
+        tr, True, phases=in_pass, rows=setting, controls_seed=0
+    )
+    q["minibatch_controls_cpu_s"] = in_pass["controls"]
+    compared, differ = _same_metrics(two_pass, recorded_controls(probe_c, delta=0.0))
+    q["controls_metrics_compared"], q["controls_metrics_differing"] = compared, differ
     plain = runs[("baseline", "cold")][1]
     fast = _first_steps(runs[("fast", "warm")][1], len(plain["steps"]))
     q["max_rel_diff"] = _max_rel_diff(plain, fast)
@@ -488,7 +608,18 @@ def main(argv=None) -> None:
         q[f"gemm_{name}_gflop_per_cpu_s"] = rate
         q[f"bound_{name}_tokens_per_cpu_s"] = tokens / (q["gflop_unit"] / rate)
     q["achieved_gflop_per_cpu_s"] = q["gflop_unit"] / q["probe_cpu_s"]
-    q.update(_projection(q, trainer, wall))
+    from theorycheck.probes._probe import probed_rows
+
+    sub = _unit_gflop(trainer, probed_rows(trainer, setting[1])[0])
+    q.update({f"minibatch_{k}": v for k, v in sub.items()})
+    q["minibatch_achieved_gflop_per_cpu_s"] = q["minibatch_gflop_unit"] / mb_cpu
+    for name in ("f64", "f32"):
+        rate = q[f"gemm_{name}_gflop_per_cpu_s"]
+        q[f"minibatch_bound_{name}_tokens_per_cpu_s"] = tokens / (
+            q["minibatch_gflop_unit"] / rate
+        )
+    q.update(_projection(q, trainer, walls["fast"]))
+    q.update(_projection(q, trainer, walls["minibatch"], prefix="minibatch_"))
     _report(args, doc, q, profiles)
     # the accelerator policy: the trainable top and every probe pass in float32
     trainer32 = Trainer(model, rollouts, TrainConfig(), seed=0, dtype="float32")

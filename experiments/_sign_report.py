@@ -216,6 +216,27 @@ def paper_table(v: dict) -> list[str]:
     )
 
 
+def probed_line(cfg: dict) -> str:
+    """Which rows each step predicted (``Config.probe_rows``; a results file written
+    before the setting existed probed every row)."""
+    rows, others = cfg.get("probe_rows", "all"), cfg.get("others_rows", 0)
+    if rows == "all":
+        return (
+            "Probed rows `all`: every row predicted at every step (the off-minibatch "
+            "metrics `others` over every off-minibatch token)."
+        )
+    tail = (
+        f"plus {others} off-minibatch rows per step (a seeded draw: the `others` "
+        "metrics are over that sample)"
+        if others
+        else "only (the off-minibatch metrics `others` are not measured)"
+    )
+    return (
+        f"Probed rows `minibatch`: each step predicts its own minibatch's rows {tail}; "
+        "median D is over the probed tokens."
+    )
+
+
 def _head(data: dict) -> list[str]:
     prov, cfg = data["provenance"], data["config"]
     wall = prov.get("wall_s")
@@ -228,7 +249,8 @@ def _head(data: dict) -> list[str]:
         f"decay {cfg['weight_decay']}, clip {cfg['grad_clip']}), M = "
         f"{cfg['minibatches']}, epochs {cfg['epochs']}, last "
         f"{cfg['trainable_blocks']} blocks trained, mask δ = {cfg['delta']}, K = "
-        f"{cfg['topk']}. Seeds {prov['seeds'][0]}–{prov['seeds'][-1]} (independent "
+        f"{cfg['topk']}. {probed_line(cfg)} "
+        f"Seeds {prov['seeds'][0]}–{prov['seeds'][-1]} (independent "
         f"prompts and rollouts per seed); mean [95% bootstrap interval over seeds]. "
         f"Commit `{prov['commit']}`"
         + (" (dirty)" if prov.get("dirty") else "")
@@ -318,7 +340,7 @@ def markdown(data: dict, timings: dict) -> str:
             "median D",
             "median abs ΔD (step)",
             "max abs D (JVP − direct)",
-            "controls' trajectory gap",
+            "controls' trajectory gap (two-pass controls only)",
             "reward",
         ],
         rows,

@@ -327,7 +327,8 @@ PROBE_LABELS = {
     "prompt_draw": "prompt draw of the seed (dynamic sampling)",
     "rescore_cpu_s": "bfloat16 anchor rescored over the full vocabulary (CPU-s)",
     "probe_wall_s": "fast: probe + analysis, warm (wall s)",
-    "controls_cpu_s": "fast: matched controls (its K = 4 gradient compiled, CPU-s)",
+    "controls_cpu_s": "fast: matched controls in a second pass (its K = 4 gradient "
+    "compiled, CPU-s)",
     "default_gflop_unit": "default shape: matrix-product GFLOP of one unit",
     "default_probe_cpu_s": "default shape, extrapolated: probe CPU-s of one unit at "
     "this run's GFLOP per CPU-s",
@@ -359,10 +360,41 @@ PROBE_LABELS = {
     "float32_ntk2_agreement": "`ntk2` agreement, float32 policy",
     "speedup": "speed-up, probe: fast ÷ plain tokens per CPU-second",
     "unit_speedup": "speed-up, with the trunk",
+    "minibatch_others_rows": "minibatch probing: off-minibatch rows probed per step",
+    "minibatch_probe_cpu_s": "minibatch probing: probe + analysis, warm (CPU-s)",
+    "minibatch_tokens_per_cpu_s": "minibatch probing: updated tokens per CPU-second, "
+    "probe + analysis (warm)",
+    "minibatch_unit_tokens_per_cpu_s": "minibatch probing: updated tokens per "
+    "CPU-second, with the trunk",
+    "minibatch_compile_cpu_s": "minibatch probing: compile of its row-subset "
+    "programs (cold − warm, CPU-s)",
+    "minibatch_step_cpu_s": "minibatch probing: one step, warm (median, CPU-s)",
+    "minibatch_probe_wall_s": "minibatch probing: probe + analysis, warm (wall s)",
+    "minibatch_max_rel_diff": "largest difference minibatch vs all-rows fast path, "
+    "probed entries (relative)",
+    "minibatch_metrics_compared": "analysis metrics compared (same rows probed)",
+    "minibatch_metrics_differing": "analysis metrics differing (rel. > 1e-9)",
+    "minibatch_controls_cpu_s": "matched controls in the probe's pass (minibatch "
+    "probing, the experiment's route; phase `controls`, CPU-s)",
+    "minibatch_with_controls_cpu_s": "minibatch probing with the controls in its "
+    "pass: probe + analysis, warm (CPU-s)",
+    "controls_metrics_compared": "controls' metrics compared, in-pass vs second pass",
+    "controls_metrics_differing": "controls' metrics differing (rel. > 1e-9)",
+    "minibatch_speedup": "speed-up, probe: minibatch probing ÷ plain tokens per "
+    "CPU-second",
+    "minibatch_unit_speedup": "speed-up, minibatch probing, with the trunk",
+    "minibatch_over_all_rows": "minibatch probing ÷ all-rows fast path, tokens per "
+    "CPU-second",
 }
 PROBE_RATIOS = {
     "speedup": ("tokens_per_cpu_s", "baseline_tokens_per_cpu_s"),
     "unit_speedup": ("unit_tokens_per_cpu_s", "baseline_unit_tokens_per_cpu_s"),
+    "minibatch_speedup": ("minibatch_tokens_per_cpu_s", "baseline_tokens_per_cpu_s"),
+    "minibatch_unit_speedup": (
+        "minibatch_unit_tokens_per_cpu_s",
+        "baseline_unit_tokens_per_cpu_s",
+    ),
+    "minibatch_over_all_rows": ("minibatch_tokens_per_cpu_s", "tokens_per_cpu_s"),
 }
 PROBE_PHASES = {
     "grad": "trainer steps: minibatch loss + gradient",
@@ -377,13 +409,22 @@ PROBE_PHASES = {
     "trunk": "frozen trunk (trainer construction)",
     "io": "I/O: the unit's results written",
 }
-PROFILE_RUNS = ("baseline_cold", "baseline_warm", "fast_cold", "fast_warm")
+PROFILE_RUNS = {
+    "baseline_cold": "plain loop, 2 steps, cold",
+    "baseline_warm": "plain loop, warm (its 2nd step × steps)",
+    "fast_cold": "fast, cold",
+    "fast_warm": "fast, warm",
+    "minibatch_cold": "minibatch probing, cold",
+    "minibatch_warm": "minibatch probing, warm",
+}
 
 
 def render_probe(doc: dict) -> str:
     q, targets = doc["quantities"], doc["targets"]
     values = dict(q)
-    for name, (num, den) in PROBE_RATIOS.items():
+    ratios = [n for n in PROBE_RATIOS if n in doc["ratios"]]  # older files: fewer
+    for name in ratios:
+        num, den = PROBE_RATIOS[name]
         values[name] = q[num] / q[den]
         _check_ratio(f"bench_probe: {name}", doc["ratios"][name], values[name])
 
@@ -403,26 +444,21 @@ def render_probe(doc: dict) -> str:
         return out
 
     prof = doc["profile"]
-    head = [
-        "phase (CPU-s)",
-        "plain loop, 2 steps, cold",
-        "plain loop, warm (its 2nd step × steps)",
-        "fast, cold",
-        "fast, warm",
-    ]
+    runs = [r for r in PROFILE_RUNS if r in prof]
+    head = ["phase (CPU-s)", *(PROFILE_RUNS[r] for r in runs)]
     table = []
     for phase, label in PROBE_PHASES.items():
-        cells = [prof[r].get(phase) for r in PROFILE_RUNS]
+        cells = [prof[r].get(phase) for r in runs]
         if all(c is None for c in cells):
             continue
         table.append([label] + ["–" if c is None else f"{c:.2f}" for c in cells])
-    totals = [sum(prof[r].values()) for r in PROFILE_RUNS]
+    totals = [sum(prof[r].values()) for r in runs]
     table.append(["**total**"] + [f"**{t:.2f}**" for t in totals])
     return "\n\n".join(
         [
             provenance(doc),
             _table(["measure", "value", "target"], rows(q)),
-            _table(["ratio (same run)", "value", "target"], rows(PROBE_RATIOS)),
+            _table(["ratio (same run)", "value", "target"], rows(ratios)),
             "Profile of the unit (CPU seconds per phase, both paths in this run):",
             _table(head, table),
         ]

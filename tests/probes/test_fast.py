@@ -10,6 +10,8 @@ import pytest
 
 from theorycheck.models import logits_from_prefix
 from theorycheck.probes import _fast, analyze_probe, run_probe
+from theorycheck.probes._matched import recorded_controls
+from theorycheck.probes._probe import ESTIMATORS as _ESTIMATORS
 from theorycheck.rl import TrainConfig, Trainer
 
 RTOL, ATOL = 1e-9, 1e-15  # float64 rounding through a few hundred operations
@@ -30,7 +32,7 @@ def _close(a, b, where=""):
             np.testing.assert_array_equal(a, b, err_msg=where)
         else:
             np.testing.assert_allclose(b, a, rtol=RTOL, atol=ATOL, err_msg=where)
-    elif isinstance(a, bool | int) or a is None:
+    elif isinstance(a, bool | int | str) or a is None:
         assert a == b, where
     else:
         assert b == pytest.approx(a, rel=RTOL, abs=ATOL), where
@@ -94,6 +96,100 @@ def test_matched_controls_match_the_plain_loop(both):
     gap_a, gap_b = a.pop("max_rel_update_norm_gap"), b.pop("max_rel_update_norm_gap")
     assert gap_a <= 1e-12 and gap_b <= 1e-9
     _close(a, b, "controls")
+
+
+def _restricted(full, probe):
+    """The all-rows probe ``full`` with ``probe``'s probed rows and setting: what the
+    analysis of ``probe`` must equal."""
+    steps = [
+        {**a, "probed": b["probed"]} for a, b in zip(full["steps"], probe["steps"])
+    ]
+    return {
+        **full,
+        "steps": steps,
+        **{k: probe[k] for k in ("probe_rows", "others_rows")},
+    }
+
+
+@pytest.mark.parametrize("others", [0, 3])
+def test_minibatch_rows_give_the_all_rows_numbers(both, others):
+    # probe_rows="minibatch": every recorded number on the probed rows, the realized
+    # D wherever the analysis reads it, the masks, every metric of the analysis (with
+    # the same rows probed) and the matched controls equal the all-rows fast path's
+    from theorycheck.probes._matched import matched_controls
+
+    tr, plain, fast, masks = both
+    kw = dict(topk=5, delta=0.0, masks=masks, probe_rows="minibatch")
+    seed = 7 if masks else None  # the matched controls in the same pass
+    mb = run_probe(tr, others_rows=others, others_seed=1, controls_seed=seed, **kw)
+    assert (mb["probe_rows"], mb["others_rows"]) == ("minibatch", others)
+    m, b = len(tr.minibatch_rows), len(tr.minibatch_rows[0])
+    traj, want = mb["trajectory"], fast["trajectory"]
+    for t, (a, r) in enumerate(zip(fast["steps"], mb["steps"])):
+        rows, probed = r["rows"], r["probed"]
+        assert probed[:, 0].sum() == b + others and probed[rows].all()
+        for key in ("d0", "ntk1", "ntk2", "ratio", *(f"ddot_{e}" for e in _ESTIMATORS)):
+            _close(a[key][probed], r[key][probed], f"step {t}/{key}")
+            assert np.isnan(r[key][~probed]).all()
+        for key in ("epoch", "step", "rows", "adv", "in_minibatch"):
+            _close(a[key], r[key], f"step {t}/{key}")
+        # the realized D the horizons read: before and after the step, epoch end, end
+        ends = (t, t + 1, (r["epoch"] + 1) * m, len(traj) - 1)
+        for end in ends:
+            _close(want[end][probed], traj[end][probed], f"traj {end} at step {t}")
+        _close(a.get("masks"), r.get("masks"), f"step {t}/masks")
+    _close(fast["update_norms"], mb["update_norms"], "update_norms")
+    x, y = analyze_probe(_restricted(fast, mb)), analyze_probe(mb)
+    x["checks"].pop("max_abs_d0_jvp_minus_direct")
+    assert y["checks"].pop("max_abs_d0_jvp_minus_direct") <= 1e-12
+    _close(x, y, "analysis")
+    assert y["probed"]["others_tokens"] == others * tr.batch.sampled.shape[1] * len(
+        traj[1:]
+    )
+    assert (y["others"] is None) == (others == 0)
+    a = matched_controls(tr, plain, delta=0.0, seed=7)
+    a.pop("max_rel_update_norm_gap")
+    if masks:
+        _close(a, recorded_controls(mb, delta=0.0), "controls in the probe's pass")
+    if others == 0:
+        c = _fast.matched_controls(tr, mb, delta=0.0, seed=7)
+        assert c.pop("max_rel_update_norm_gap") <= 1e-9
+        _close(a, c, "controls")
+
+
+def test_controls_in_the_probes_pass_match_the_plain_loop(both):
+    # controls_seed: the three controls' branches from each step's own state in the
+    # probe's pass (no second pass); the probe's own numbers are unchanged
+    from theorycheck.probes._matched import matched_controls
+
+    tr, plain, fast, masks = both
+    if not masks:
+        with pytest.raises(ValueError):
+            run_probe(tr, topk=5, masks=False, controls_seed=7)
+        return
+    p = run_probe(tr, topk=5, delta=0.0, masks=True, controls_seed=7)
+    for t, (a, b) in enumerate(zip(fast["steps"], p["steps"])):
+        assert set(b) == set(a) | {"controls"}
+        for key in a:
+            _close(a[key], b[key], f"step {t}/{key}")
+    _close(fast["trajectory"], p["trajectory"], "trajectory")
+    want = matched_controls(tr, plain, delta=0.0, seed=7)
+    want.pop("max_rel_update_norm_gap")
+    _close(want, recorded_controls(p, delta=0.0), "controls")
+
+
+def test_probe_rows_are_checked(tiny, rollouts_bf16):
+    tr = Trainer(tiny, rollouts_bf16, TrainConfig(), seed=0)
+    b, mb = tr.batch.sampled.shape[0], len(tr.minibatch_rows[0])
+    for kw in (
+        dict(probe_rows="some"),
+        dict(probe_rows="all", others_rows=1),
+        dict(probe_rows="minibatch", others_rows=b - mb + 1),
+        dict(probe_rows="minibatch", others_rows=-1),
+        dict(probe_rows="minibatch", fast=False),
+    ):
+        with pytest.raises(ValueError):
+            run_probe(tr, **kw)
 
 
 def test_the_start_and_the_end_of_the_trajectory_are_direct_passes(both):

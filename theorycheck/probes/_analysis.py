@@ -77,7 +77,8 @@ def _updated(rec):
 
 
 def _others(rec):
-    return ~rec["in_minibatch"]
+    """The step's probed off-minibatch tokens (every one with ``probe_rows="all"``)."""
+    return ~rec["in_minibatch"] & rec["probed"]
 
 
 def _agree(a, b) -> float | None:
@@ -132,7 +133,15 @@ def analyze_probe(probe, *, delta: float = 0.0) -> dict:
 
     Returns:
         ``{"metrics": {horizon: {predictor: sign_metrics}}, "by_step",
-        "others", "decomposition", "unsafe_keep", "masks", "scale", "checks"}``.
+        "others", "decomposition", "unsafe_keep", "masks", "scale", "checks",
+        "probed"}``. ``others``: the one-step sign metrics of the off-minibatch
+        tokens each step probed (every one with ``probe_rows="all"``; a seeded
+        sample of ``others_rows`` rows per step with ``"minibatch"``; None when no
+        off-minibatch token was probed: not measured). ``probed``: the probe's
+        ``probe_rows``, ``others_rows`` (off-minibatch rows per step) and
+        ``others_tokens`` (off-minibatch tokens probed, summed over the steps).
+        ``scale/median_d0`` and ``checks`` are over the probed tokens of every
+        step (every token at every step with ``"all"``).
     """
     metrics = {}
     for horizon in HORIZONS:
@@ -146,9 +155,12 @@ def analyze_probe(probe, *, delta: float = 0.0) -> dict:
         p, r, _ = _pool(probe, _updated, "step", steps=[t])
         by_step.append({k: sign_metrics(v, r) for k, v in p.items()})
     o_preds, o_real, _ = _pool(probe, _others, "step")
-    others = {
-        k: sign_metrics(o_preds[k], o_real) for k in ("always_rise", "ntk1", "ntk2")
-    }
+    o_tokens = int(sum(_others(r).sum() for r in probe["steps"]))
+    others = None  # not measured: no off-minibatch token was probed
+    if o_tokens:
+        others = {
+            k: sign_metrics(o_preds[k], o_real) for k in ("always_rise", "ntk1", "ntk2")
+        }
     decomposition = {
         "coupling_tabular_vs_ntk1_sign_agreement": _agree(
             preds["ddot_full"], preds["ntk1"]
@@ -168,8 +180,10 @@ def analyze_probe(probe, *, delta: float = 0.0) -> dict:
         delta=delta,
         extra={"ntk1": preds["ntk1"], "ntk2": preds["ntk2"]},
     )
-    d0_all = np.concatenate([r["d0"].ravel() for r in probe["steps"]])
-    check = np.concatenate([(r["d0"] - r["d0_check"]).ravel() for r in probe["steps"]])
+    d0_all = np.concatenate([r["d0"][r["probed"]] for r in probe["steps"]])
+    check = np.concatenate(
+        [(r["d0"] - r["d0_check"])[r["probed"]] for r in probe["steps"]]
+    )
     return {
         "metrics": metrics,
         "by_step": by_step,
@@ -185,4 +199,9 @@ def analyze_probe(probe, *, delta: float = 0.0) -> dict:
             "updated_tokens": int(real.size),
         },
         "checks": {"max_abs_d0_jvp_minus_direct": float(np.max(np.abs(check)))},
+        "probed": {
+            "probe_rows": probe["probe_rows"],
+            "others_rows": probe["others_rows"],
+            "others_tokens": o_tokens,
+        },
     }

@@ -15,6 +15,11 @@ against the plain loop in ``tests/probes/test_fast.py``):
   same function at :math:`\theta_{t+1}`), so no separate realized pass runs except at
   the start and the end of the run (the start's direct pass is compared with the
   first JVP's primal, ``d0_check``).
+* **Row subsets** (``run_probe(probe_rows="minibatch")``, not a change of the
+  numbers but of which are computed): :meth:`FastProbe.probe_pass` and
+  :meth:`FastProbe.divergences` take a row subset (``idx``), run in group-sorted
+  chunks of a fixed size (one compile for every subset of one size), and leave the
+  rows outside it NaN.
 * **Masks from the step's own head pullback.** The minibatch objective
   :math:`J_k = \sum w\,k\,\ell(W h)` is linear in the keep-mask k and each token's
   loss depends on its own logits, so with the head W frozen the cotangent at the
@@ -395,9 +400,14 @@ class _Clock:
 
 
 class FastProbe:
-    """The trainer's batch in the fast layout and its jitted calls (see module)."""
+    """The trainer's batch in the fast layout and its jitted calls (see module).
 
-    def __init__(self, trainer, *, topk: int, timings=None):
+    ``subset``: the most rows a row subset passed to :meth:`probe_pass` or
+    :meth:`divergences` (``idx``) holds; its rows then run in group-sorted chunks of
+    ``min(subset, chunk)`` rows (one compile for every subset of that size).
+    """
+
+    def __init__(self, trainer, *, topk: int, timings=None, subset: int | None = None):
         self.trainer, self.topk = trainer, topk
         self.clock = _Clock(timings)
         self.lay = self.clock("layout", layout, trainer)
@@ -409,6 +419,19 @@ class FastProbe:
             for r in trainer.minibatch_rows
         ]
         self.b = b
+        self.sub = min(self.plan.chunk, subset or self.plan.chunk)
+        self.sub_groups = min(self.sub, len(np.unique(self.lay.group)))
+
+    def _sets(self, idx):
+        """``[(row indices, _Rows), ...]``: every row (``idx`` None, the fixed
+        chunks), or the rows ``idx`` in group-sorted chunks of ``self.sub`` rows."""
+        if idx is None:
+            return list(zip(self.plan.chunks, self.chunk_rows))
+        idx = np.asarray(idx)
+        idx = idx[np.argsort(self.lay.group[idx], kind="stable")]
+        size = self.sub
+        parts = [idx[s : s + size] for s in range(0, len(idx), size)]
+        return [(c, self.plan.rows(c, size, self.sub_groups)) for c in parts]
 
     def grads(self, trainable, step: int, keeps):
         """``(losses [K], grads [K, ...], e)`` of minibatch ``step`` for ``keeps``;
@@ -450,29 +473,30 @@ class FastProbe:
         """The new parameters of K updates from the same state, stacked ``[K, ...]``."""
         return _updaters(self.trainer.config)[1](trainable, opt_state, stacked_grads)
 
-    def _gather(self, outs, key, n):
-        full = np.zeros((self.b, n))
-        for c, o in zip(self.plan.chunks, outs):
-            full[c] = np.asarray(o[key])[: len(c)]
-        return full
-
-    def probe_pass(self, trainable, delta) -> dict:
-        """Every per-token quantity at θ along Δθ, ``[B, N]`` numpy arrays."""
+    def probe_pass(self, trainable, delta, idx=None) -> dict:
+        """Every per-token quantity at θ along Δθ, ``[B, N]`` numpy arrays, over
+        every row (``idx`` None) or the rows ``idx`` (NaN on the others)."""
         t = self.trainer
-        outs = [
-            _probe_pass(trainable, delta, t.head_params, r, t.model_config, self.topk)
-            for r in self.chunk_rows
-        ]
         n = t.batch.sampled.shape[1]
-        return {k: self._gather(outs, k, n) for k in outs[0]}
+        out: dict = {}
+        for c, r in self._sets(idx):
+            o = _probe_pass(
+                trainable, delta, t.head_params, r, t.model_config, self.topk
+            )
+            for k, v in o.items():
+                out.setdefault(k, np.full((self.b, n), np.nan))[c] = np.asarray(v)[
+                    : len(c)
+                ]
+        return out
 
-    def divergences(self, trainables) -> np.ndarray:
-        """``[K, B, N]`` D of the whole batch at each parameter set."""
+    def divergences(self, trainables, idx=None) -> np.ndarray:
+        """``[K, B, N]`` D at each parameter set, of the whole batch (``idx`` None)
+        or of the rows ``idx`` (NaN on the others)."""
         t = self.trainer
         stacked = _stack(trainables)
         n = t.batch.sampled.shape[1]
-        full = np.zeros((len(trainables), self.b, n))
-        for c, r in zip(self.plan.chunks, self.chunk_rows):
+        full = np.full((len(trainables), self.b, n), np.nan)
+        for c, r in self._sets(idx):
             d = _divergences(stacked, t.head_params, r, t.model_config)
             full[:, c] = np.asarray(d)[:, : len(c)]
         return full

@@ -151,6 +151,35 @@ def matched_controls(trainer, probe, *, delta: float = 0.0, seed: int = 0) -> di
     return out
 
 
+def recorded_controls(probe, *, delta: float = 0.0) -> dict:
+    """The matched controls' scores from a probe run with ``controls_seed``
+    (:func:`~theorycheck.probes.run_probe`: each control's branch computed in the
+    probe's own pass); the same keys as :func:`matched_controls` but
+    ``max_rel_update_norm_gap`` (no second pass over the schedule runs, so there is
+    no retraced trajectory to compare).
+
+    Returns:
+        ``{control: {"masked_share", "kept_mean_d_after", "kept_mean_change",
+        "unsafe_keep"}}``.
+    """
+    records: dict = {k: [] for k in CONTROLS}
+    for rec in probe["steps"]:
+        rows = rec["rows"]
+        sub = {"adv": rec["adv"][rows], "d0": rec["d0"][rows]}
+        for name in CONTROLS:
+            branch = rec["controls"][name]
+            records[name].append(
+                {
+                    "live": sub["adv"] != 0,
+                    "keep": branch["keep"] > 0,
+                    "d0": sub["d0"],
+                    "out": outside(sub["d0"], delta),
+                    "after": branch["d_after"],
+                }
+            )
+    return {k: _score(v) for k, v in records.items()}
+
+
 def _pooled(probe, horizon: str):
     """Per updated token: predictions, realized change over ``horizon`` (``step`` or
     ``run``), D before, and whether no earlier update has moved θ (the first

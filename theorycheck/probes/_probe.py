@@ -10,7 +10,10 @@ realized change over any horizon (one step, to the end of the epoch, to the end 
 the run) is available. Optionally, at every step the ratio mask, the paper's
 predictive mask and the coupled mask (:mod:`._mask`) are each applied to the same
 minibatch from the same state, and their own updates are measured (side branches;
-the trajectory follows the unmasked update).
+the trajectory follows the unmasked update). With ``probe_rows="minibatch"`` the
+predictions are recorded only for each step's minibatch rows (plus a seeded sample of
+off-minibatch rows) and the realized D only where the analysis reads it
+(:func:`run_probe`).
 """
 
 from __future__ import annotations
@@ -69,8 +72,12 @@ def run_probe(
     masks: bool = True,
     fast: bool = True,
     timings: dict | None = None,
+    probe_rows: str = "all",
+    others_rows: int = 0,
+    others_seed: int = 0,
+    controls_seed: int | None = None,
 ):
-    """Runs the trainer's schedule and records every per-token quantity.
+    r"""Runs the trainer's schedule and records every per-token quantity.
 
     Args:
         trainer: a prepared :class:`theorycheck.rl.Trainer`.
@@ -85,16 +92,61 @@ def run_probe(
         timings: if a dict, CPU seconds per phase are added to it (``grad``,
             ``update``, ``jvp``, ``stats``, ``realized``, ``masks``, ``layout``;
             each call is waited for, which costs a little overlap).
+        probe_rows: which rows step t predicts (the predictions ``d0, ntk1,
+            ntk2, ratio, ddot_*`` at :math:`\theta_t` along :math:`\Delta\theta_t`).
+            ``"all"``: every row of the batch, so every token is predicted at every
+            step, E·M times, E·M − E of them as an off-minibatch token (the
+            analysis's ``others``). ``"minibatch"`` (fast path only): the step's
+            minibatch rows plus ``others_rows`` off-minibatch rows (a seeded draw
+            without replacement per step, ``numpy.random.default_rng(others_seed)``
+            in schedule order), so every updated token is predicted once, at its own
+            step, with the same numbers as ``"all"``; the realized D is then
+            computed by float64 forward passes only where the analysis reads it:
+            after step t over step t's probed rows, and over every row at the end of
+            each epoch (the ``epoch`` and ``run`` horizons). Entries not computed
+            are NaN (``probed`` says which are); with ``others_rows = 0`` the
+            ``others`` metrics are not measured (the analysis reports None).
+        others_rows: off-minibatch rows probed per step with ``"minibatch"``
+            (0 ≤ others_rows ≤ B − b); must be 0 with ``"all"``.
+        others_seed: seeds the draw of the off-minibatch rows.
+        controls_seed: with ``masks`` on the fast path, also the three matched
+            controls (:mod:`._matched`) from every step's own state, in the same
+            pass: their keep-masks are :func:`~._matched.matched_keeps` of the
+            step's rows and coupled keep-mask, drawn by
+            ``numpy.random.default_rng(controls_seed)`` in schedule order (the draws
+            of :func:`~._matched.matched_controls` with ``seed=controls_seed``), their
+            gradients three pullbacks from the step's head-input cotangent, their D
+            after the step one vmapped forward; recorded per step as ``controls``
+            (scored by :func:`~._matched.recorded_controls`). None: not computed.
 
     Returns:
         ``{"steps": [record, ...], "trajectory": [E·M + 1, B, N] D after each step,
-        "update_norms": [E·M] global norms of the updates}``;
+        "update_norms": [E·M] global norms of the updates, "probe_rows",
+        "others_rows"}`` (``others_rows`` is B − b with ``"all"``);
         a record holds the step's ``epoch``, ``step``, ``rows`` and ``[B, N]`` arrays
-        ``d0, ntk1, ntk2, ratio, ddot_<estimator>, adv``, ``in_minibatch``, plus
-        ``masks`` (minibatch rows only) when asked.
+        ``d0, ntk1, ntk2, ratio, ddot_<estimator>, adv``, ``in_minibatch``,
+        ``probed``, plus ``masks`` and ``controls`` (minibatch rows only) when
+        asked.
     """
+    b = trainer.batch.sampled.shape[0]
+    mb = len(trainer.minibatch_rows[0])
+    if probe_rows not in ("all", "minibatch"):
+        raise ValueError(f"probe_rows = {probe_rows!r}: 'all' or 'minibatch'")
+    if not 0 <= others_rows <= b - mb or (probe_rows == "all" and others_rows):
+        raise ValueError(
+            f"others_rows = {others_rows}: 0 with 'all', 0..{b - mb} with 'minibatch'"
+        )
+    if controls_seed is not None and not (fast and masks):
+        raise ValueError("controls_seed needs masks=True on the fast path")
+    rng = None if controls_seed is None else np.random.default_rng(controls_seed)
+    if probe_rows == "minibatch":
+        if not fast:
+            raise ValueError("probe_rows = 'minibatch' runs on the fast path only")
+        return _run_fast_rows(
+            trainer, topk, delta, masks, timings, others_rows, others_seed, rng
+        )
     if fast:
-        return _run_fast(trainer, topk, delta, masks, timings)
+        return _run_fast(trainer, topk, delta, masks, timings, rng)
     clock = _Clock(timings)
     batch = trainer.batch
     blogp = np.asarray(batch.behavior_logp)
@@ -137,10 +189,19 @@ def run_probe(
             )
         steps.append(rec)
         trajectory.append(after)
+    return _result(trainer, steps, np.stack(trajectory), norms)
+
+
+def _result(trainer, steps, trajectory, norms, rows="all", others=None) -> dict:
+    b = trainer.batch.sampled.shape[0]
+    if others is None:
+        others = b - len(trainer.minibatch_rows[0])
     return {
         "steps": steps,
-        "trajectory": np.stack(trajectory),
+        "trajectory": trajectory,
         "update_norms": norms,
+        "probe_rows": rows,
+        "others_rows": others,
     }
 
 
@@ -159,14 +220,21 @@ def _stats(trainer, trainable, blogp, sampled, adv, topk):
 _MASK_INPUTS = ("adv", "d0", "ratio", "ddot_full", "ntk2")
 
 
-def _record(epoch, step, rows, adv, shape, d0, d0_check, first, ntk2, stats):
+def _record(
+    epoch, step, rows, adv, shape, d0, d0_check, first, ntk2, stats, probed=None
+):
     in_mb = np.zeros(shape[0], bool)
     in_mb[rows] = True
+    live = np.ones(shape[0], bool)
+    if probed is not None:
+        live[:] = False
+        live[probed] = True
     rec = {
         "epoch": epoch,
         "step": step,
         "rows": np.asarray(rows),
         "in_minibatch": np.broadcast_to(in_mb[:, None], shape),
+        "probed": np.broadcast_to(live[:, None], shape),
         "adv": adv,
         "d0": d0,
         "d0_check": d0_check,
@@ -199,7 +267,38 @@ def _fast_masks(fp, trainable, opt_state, step, e, sub, delta):
     return out
 
 
-def _run_fast(trainer, topk, delta, masks, timings):
+def _fast_controls(fp, trainable, opt_state, step, e, sub, ckeep, delta, rng):
+    """The three matched controls' branches (:mod:`._matched`) from the step's state,
+    like :func:`_fast_masks`: a control whose keep-mask is all ones has the unmasked
+    update (``d_after`` None, filled in from the trajectory)."""
+    from theorycheck.probes._matched import CONTROLS, matched_keeps
+
+    keeps = matched_keeps(sub, ckeep, delta, rng)
+    out = {name: {"keep": keeps[name], "d_after": None} for name in CONTROLS}
+    if all(np.all(keeps[k] == 1.0) for k in CONTROLS):
+        return out
+    grads = fp.grads_from(trainable, step, e, np.stack([keeps[k] for k in CONTROLS]))
+    news = fp.update_many(trainable, opt_state, grads)
+    afters = fp.minibatch_divergences(news, step)
+    for i, name in enumerate(CONTROLS):
+        if not np.all(keeps[name] == 1.0):
+            out[name]["d_after"] = afters[i]
+    return out
+
+
+def _branches(fp, s, rec, delta, rng):
+    """The step's mask branches and, with ``rng``, its matched controls."""
+    sub = {k: rec[k][s.rows] for k in _MASK_INPUTS}
+    args = (fp, s.trainable, s.opt_state, s.step, s.value)
+    rec["masks"] = fp.clock("masks", _fast_masks, *args, sub, delta)
+    if rng is not None:
+        ckeep = rec["masks"]["coupled"]["keep"]
+        rec["controls"] = fp.clock(
+            "controls", _fast_controls, *args, sub, ckeep, delta, rng
+        )
+
+
+def _run_fast(trainer, topk, delta, masks, timings, rng=None):
     from theorycheck.probes._fast import FastProbe, first_of
 
     fp = FastProbe(trainer, topk=topk, timings=timings)
@@ -233,27 +332,93 @@ def _run_fast(trainer, topk, delta, masks, timings):
             p,
         )
         if masks:
-            sub = {k: rec[k][s.rows] for k in _MASK_INPUTS}
-            rec["masks"] = clock(
-                "masks",
-                _fast_masks,
-                fp,
-                s.trainable,
-                s.opt_state,
-                s.step,
-                s.value,
-                sub,
-                delta,
-            )
+            _branches(fp, s, rec, delta, rng)
         steps.append(rec)
         trainable = s.new_trainable
     trajectory.append(clock("realized", fp.divergences, [trainable])[0])
+    _fill_masks(steps, trajectory)
+    return _result(trainer, steps, np.stack(trajectory), norms)
+
+
+def _fill_masks(steps, trajectory):
     for t, rec in enumerate(steps):
-        for branch in rec.get("masks", {}).values():
-            if branch["d_after"] is None:  # the unmasked update's D after the step
-                branch["d_after"] = trajectory[t + 1][rec["rows"]]
-    return {
-        "steps": steps,
-        "trajectory": np.stack(trajectory),
-        "update_norms": norms,
-    }
+        for kind in ("masks", "controls"):
+            for branch in rec.get(kind, {}).values():
+                if branch["d_after"] is None:  # the unmasked update's D after it
+                    branch["d_after"] = trajectory[t + 1][rec["rows"]]
+
+
+def probed_rows(trainer, others_rows: int, seed: int = 0) -> list[np.ndarray]:
+    """The rows each step of the schedule probes with ``probe_rows="minibatch"``
+    (:func:`run_probe`): its minibatch rows and ``others_rows`` of the other rows,
+    drawn without replacement by ``numpy.random.default_rng(seed)`` step after
+    step in schedule order (``Trainer.schedule``: E epochs of the M minibatches);
+    sorted row indices."""
+    rng = np.random.default_rng(seed)
+    b = trainer.batch.sampled.shape[0]
+    out = []
+    for rows in list(trainer.minibatch_rows) * trainer.config.epochs:
+        rest = np.setdiff1d(np.arange(b), rows)
+        extra = rng.choice(rest, others_rows, replace=False) if others_rows else []
+        out.append(np.sort(np.concatenate([rows, extra]).astype(int)))
+    return out
+
+
+def _run_fast_rows(trainer, topk, delta, masks, timings, others_rows, seed, rng):
+    r""":func:`_run_fast` over each step's probed rows (:func:`probed_rows`).
+
+    Predictions: one probe pass per step over its probed rows. Realized D (NaN
+    where not computed): at θ_0 over step 0's probed rows (a direct pass, the
+    ``d0_check`` of step 0); at :math:`\theta_t`, t ≥ 1, the probe pass's primal
+    over step t's probed rows, and a forward after step t − 1 over its probed rows
+    (every row at the end of an epoch)."""
+    from theorycheck.probes._fast import FastProbe, first_of
+
+    sets = probed_rows(trainer, others_rows, seed)
+    fp = FastProbe(trainer, topk=topk, timings=timings, subset=len(sets[0]))
+    clock = fp.clock
+    adv = np.asarray(trainer.batch.adv)
+    shape = adv.shape
+    m = len(trainer.minibatch_rows)
+    trajectory = np.full((len(sets) + 1, *shape), np.nan)
+    trajectory[0] = clock("realized", fp.divergences, [trainer.trainable0], sets[0])[0]
+    steps, norms = [], []
+    ones = np.ones((1, len(trainer.minibatch_rows[0]), shape[1]))
+
+    def grad_fn(tr, step, _rows):
+        _, grads, e = fp.grads(tr, step, ones)
+        return e, first_of(grads)
+
+    for t, s in enumerate(
+        trainer.steps(grad_fn=grad_fn, update_fn=fp.update, timer=clock)
+    ):
+        idx = sets[t]
+        p = clock("jvp", fp.probe_pass, s.trainable, s.delta, idx)
+        if t:  # D at θ_t on the probed rows: the pass's primal
+            trajectory[t][idx] = p["d0"][idx]
+        check = np.full(shape, np.nan)
+        check[idx] = trajectory[t][idx]
+        norms.append(float(optax.tree.norm(s.delta)))
+        rec = _record(
+            s.epoch,
+            s.step,
+            s.rows,
+            adv,
+            shape,
+            p["d0"],
+            check,
+            p["first"],
+            p["first"] + 0.5 * p["second"],
+            p,
+            probed=idx,
+        )
+        if masks:
+            _branches(fp, s, rec, delta, rng)
+        steps.append(rec)
+        # D after the step: over every row at the end of an epoch (the epoch and
+        # run horizons), else over this step's probed rows (the step horizon)
+        rows_after = None if (t + 1) % m == 0 else idx
+        after = clock("realized", fp.divergences, [s.new_trainable], rows_after)[0]
+        trajectory[t + 1] = after
+    _fill_masks(steps, trajectory)
+    return _result(trainer, steps, trajectory, norms, "minibatch", others_rows)
