@@ -732,6 +732,7 @@ def replay(exp, src: str, *, tol: float = 1e-6, only: list[str] | None = None) -
         raise BadInput(f"--replay {src}: no results.json there")
     with open(path) as fh:
         data = json.load(fh)
+    _same_analysis(exp, data, src)
     known = {f.name for f in dataclasses.fields(exp.Config)}
     cfg = exp.Config(
         **{k: _untuple(v) for k, v in data["config"].items() if k in known}
@@ -767,6 +768,29 @@ def replay(exp, src: str, *, tol: float = 1e-6, only: list[str] | None = None) -
         + (f" ({', '.join(bad[:5])})" if bad else "")
     )
     return 1 if bad else 0
+
+
+def _same_analysis(exp, data: dict, src: str) -> None:
+    """A replay recomputes a unit with this code's analysis, so a results file whose
+    units were analysed by another version (``exp.ANALYSIS_VERSION``, recorded per
+    unit as ``analysis_version``) is refused: its numbers are other functions of the
+    same rollouts (e.g. version 4 predicts only the step's minibatch rows by default
+    and scores the matched controls in the probe's pass). It names the commit that
+    wrote the file, where the replay is meaningful."""
+    want = getattr(exp, "ANALYSIS_VERSION", None)
+    if want is None:
+        return
+    found = sorted(
+        {u.get("analysis_version") for u in data.get("units", {}).values()},
+        key=str,
+    )
+    if found and found != [want]:
+        commit = str(data.get("provenance", {}).get("commit") or "unknown")[:10]
+        raise BadInput(
+            f"--replay {src}: its units were analysed by version "
+            f"{', '.join(map(str, found))} and this code computes version {want}; "
+            f"replay it at commit {commit}"
+        )
 
 
 def _untuple(v):

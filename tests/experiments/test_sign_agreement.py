@@ -3,6 +3,7 @@ controls, resumability, replay from the recorded rollouts, bad input."""
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -161,6 +162,24 @@ def test_replay_without_recorded_rollouts_is_bad_input(tiny_run, tmp_path, capsy
     shutil.copy(tiny_run / "results.json", out / "results.json")
     assert sign_agreement.main(["--replay", str(out)]) == 2
     assert "rollouts.npz" in capsys.readouterr().err
+
+
+def test_replay_of_another_analysis_version_is_refused_in_one_line(tmp_path, capsys):
+    """The committed results file was analysed by an older version (every row
+    probed, controls in a second pass): its replay would compare other functions of
+    the same rollouts, so it is refused before any work, naming both versions."""
+    committed = Path(sign_agreement.__file__).parent / "results" / "sign_agreement"
+    data = _read(committed / "results.json")
+    old = {u["analysis_version"] for u in data["units"].values()}
+    assert old and sign_agreement.ANALYSIS_VERSION not in old
+    out = tmp_path / "old"
+    shutil.copytree(committed, out)
+    assert sign_agreement.main(["--replay", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert f"this code computes version {sign_agreement.ANALYSIS_VERSION}" in err[0]
+    assert data["provenance"]["commit"][:10] in err[0]
+    assert not (out / "replay").exists()
 
 
 def test_killed_run_restarted_gives_the_same_json(tiny_run, tmp_path, monkeypatch):
