@@ -562,7 +562,8 @@ def compare_units(recorded: dict, replayed: dict, *, tol: float = 1e-6) -> dict:
 def main(exp, argv=None) -> int:
     """The run loop of an experiment module ``exp`` (module docstring): parse the
     flags, then run, report only or replay; exit 2 on bad input."""
-    name = exp.__name__.rsplit(".", 1)[-1]
+    spec = getattr(exp, "__spec__", None)  # run as ``python -m experiments.X``
+    name = (spec.name if spec else exp.__name__).rsplit(".", 1)[-1]
     try:
         cfg, args = parse_config(
             exp.Config,
