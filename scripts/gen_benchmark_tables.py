@@ -497,7 +497,10 @@ def render(stem: str, results: Path = RESULTS) -> str:
 
 
 #: results files in benchmarks/results/ that another generator renders
-OTHER_OWNERS = {"convexity_provers": "scripts/gen_provers_table.py"}
+OTHER_OWNERS = {
+    "convexity_provers": "scripts/gen_provers_table.py",
+    "convexity_registry": "scripts/gen_convexity_table.py",
+}
 
 
 def blocks(results: Path = RESULTS) -> dict[tuple[str, str], str]:
