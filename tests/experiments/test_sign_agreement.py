@@ -165,21 +165,32 @@ def test_replay_without_recorded_rollouts_is_bad_input(tiny_run, tmp_path, capsy
 
 
 def test_replay_of_another_analysis_version_is_refused_in_one_line(tmp_path, capsys):
-    """The committed results file was analysed by an older version (every row
-    probed, controls in a second pass): its replay would compare other functions of
-    the same rollouts, so it is refused before any work, naming both versions."""
+    """A results file whose units an older analysis wrote (e.g. version 3: every row
+    probed, controls in a second pass) would be compared with other functions of the
+    same rollouts, so its replay is refused before any work, naming both versions and
+    the commit that wrote it."""
     committed = Path(sign_agreement.__file__).parent / "results" / "sign_agreement"
-    data = _read(committed / "results.json")
-    old = {u["analysis_version"] for u in data["units"].values()}
-    assert old and sign_agreement.ANALYSIS_VERSION not in old
     out = tmp_path / "old"
     shutil.copytree(committed, out)
+    data = _read(out / "results.json")
+    for unit in data["units"].values():
+        unit["analysis_version"] = sign_agreement.ANALYSIS_VERSION - 1
+    (out / "results.json").write_text(json.dumps(data))
     assert sign_agreement.main(["--replay", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
-    assert f"this code computes version {sign_agreement.ANALYSIS_VERSION}" in err[0]
+    old, new = sign_agreement.ANALYSIS_VERSION - 1, sign_agreement.ANALYSIS_VERSION
+    assert f"version {old} and this code computes version {new}" in err[0]
     assert data["provenance"]["commit"][:10] in err[0]
     assert not (out / "replay").exists()
+
+
+def test_committed_results_are_this_analysis_version():
+    """The committed run is replayable by this code (its replay is not refused)."""
+    committed = Path(sign_agreement.__file__).parent / "results" / "sign_agreement"
+    data = _read(committed / "results.json")
+    found = {u["analysis_version"] for u in data["units"].values()}
+    assert found == {sign_agreement.ANALYSIS_VERSION}
 
 
 def test_killed_run_restarted_gives_the_same_json(tiny_run, tmp_path, monkeypatch):
