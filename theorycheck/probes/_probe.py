@@ -247,15 +247,13 @@ def _record(
     return rec
 
 
-def _fast_masks(fp, trainable, opt_state, step, e, sub, delta):
-    """The three masks' branches. A branch whose keep-mask is all ones (it clips
-    nothing) has the unmasked update: its ``d_after`` is left None and filled in from
-    the trajectory later, like the ``none`` branch's; if no mask clips anything the
-    step runs no mask work, else the three run as one K = 3 call (one compile) from
-    the head-input cotangent ``e`` of the step's own gradient (no head product)."""
-    keeps = _keeps(sub, delta)
-    names = MASKS[1:]
-    out = {name: {"keep": keeps[name], "d_after": None} for name in MASKS}
+def _keep_branches(fp, trainable, opt_state, step, e, keeps, names, out):
+    """Fills ``out[name]["d_after"]`` for each of ``names`` whose keep-mask clips
+    something: their gradients as one K-sized call from the head-input cotangent
+    ``e`` of the step's own gradient (no head product), their updates vmapped and
+    their D after the step one vmapped forward. A keep-mask of all ones has the
+    unmasked update (``d_after`` stays None, filled in from the trajectory); when
+    none clips anything the step runs no branch work."""
     if all(np.all(keeps[k] == 1.0) for k in names):
         return out
     grads = fp.grads_from(trainable, step, e, np.stack([keeps[k] for k in names]))
@@ -267,23 +265,22 @@ def _fast_masks(fp, trainable, opt_state, step, e, sub, delta):
     return out
 
 
+def _fast_masks(fp, trainable, opt_state, step, e, sub, delta):
+    """The three masks' branches (:func:`_keep_branches`; the ``none`` branch is
+    the trajectory's)."""
+    keeps = _keeps(sub, delta)
+    out = {name: {"keep": keeps[name], "d_after": None} for name in MASKS}
+    return _keep_branches(fp, trainable, opt_state, step, e, keeps, MASKS[1:], out)
+
+
 def _fast_controls(fp, trainable, opt_state, step, e, sub, ckeep, delta, rng):
-    """The three matched controls' branches (:mod:`._matched`) from the step's state,
-    like :func:`_fast_masks`: a control whose keep-mask is all ones has the unmasked
-    update (``d_after`` None, filled in from the trajectory)."""
+    """The three matched controls' branches (:mod:`._matched`) from the step's
+    state, like :func:`_fast_masks`."""
     from theorycheck.probes._matched import CONTROLS, matched_keeps
 
     keeps = matched_keeps(sub, ckeep, delta, rng)
     out = {name: {"keep": keeps[name], "d_after": None} for name in CONTROLS}
-    if all(np.all(keeps[k] == 1.0) for k in CONTROLS):
-        return out
-    grads = fp.grads_from(trainable, step, e, np.stack([keeps[k] for k in CONTROLS]))
-    news = fp.update_many(trainable, opt_state, grads)
-    afters = fp.minibatch_divergences(news, step)
-    for i, name in enumerate(CONTROLS):
-        if not np.all(keeps[name] == 1.0):
-            out[name]["d_after"] = afters[i]
-    return out
+    return _keep_branches(fp, trainable, opt_state, step, e, keeps, CONTROLS, out)
 
 
 def _branches(fp, s, rec, delta, rng):
