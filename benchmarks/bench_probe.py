@@ -2,8 +2,9 @@
 
 One unit of the default sign-agreement run (``experiments/sign_agreement.py``: the
 ``base`` variant with its three mask branches, seed 0, the experiment's default
-rollout shape: Countdown, 8 prompts x 8 samples x 64 new tokens, dynamic sampling
-with up to 8 redraws for at least 2 mixed groups; M = 4 minibatches, last 2 blocks
+rollout shape: Countdown, 2 prompts x 8 samples x 64 new tokens, the batch filled with
+mixed-reward groups by dynamic sampling (``theorycheck.rl.collect_filled``, up to 8
+redraws); M = 4 minibatches, last 2 blocks
 trainable, AdamW lr 1e-5, K = 20), probed twice in the same process on the same
 trainer: by the plain per-step loop (``run_probe(fast=False)``, the baseline) and by
 the fast path (``run_probe(fast=True)``). The plain loop runs its first
@@ -445,7 +446,7 @@ def main(argv=None) -> None:
     from theorycheck.rl import (
         TrainConfig,
         Trainer,
-        collect_mixed,
+        collect_filled,
         from_record,
         record,
         tiny_model,
@@ -455,19 +456,24 @@ def main(argv=None) -> None:
     model, q["load_cpu_s"], _ = _cpu(
         lambda: tiny_model() if args.model == "tiny" else load_model(args.model)
     )
-    (rollouts, draw), q["rollouts_cpu_s"], q["rollouts_wall_s"] = _cpu(
-        lambda: collect_mixed(
+
+    def draw(engine):
+        return collect_filled(
             model,
             args.task,
             args.prompts,
             seed=0,
             redraws=args.redraws,
             min_mixed=args.min_mixed,
+            engine_dtype=engine,
             samples=args.samples,
             new_tokens=args.new_tokens,
             topk=20,
             full_vocab=False,
         )
+
+    (rollouts, meta), q["rollouts_cpu_s"], q["rollouts_wall_s"] = _cpu(
+        lambda: draw("bfloat16")
     )
     # as the experiment: the recorded batch, its anchor rescored (full vocabulary)
     rollouts, q["rescore_cpu_s"], _ = _cpu(
@@ -479,22 +485,9 @@ def main(argv=None) -> None:
             anchor=True,
         )
     )
-    # the on-policy regime's rollouts of the same prompts (engine = trainer precision)
-    _, q["rollouts_f32_cpu_s"], q["rollouts_f32_wall_s"] = _cpu(
-        lambda: collect_mixed(
-            model,
-            args.task,
-            args.prompts,
-            seed=0,
-            draw=draw,
-            engine_dtype="float32",
-            samples=args.samples,
-            new_tokens=args.new_tokens,
-            topk=20,
-            full_vocab=False,
-        )
-    )
-    q["prompt_draw"] = draw
+    # the on-policy regime's rollouts (engine = trainer precision, its own fill)
+    _, q["rollouts_f32_cpu_s"], q["rollouts_f32_wall_s"] = _cpu(lambda: draw("float32"))
+    q["prompt_draws"] = meta["draws"]
     runs, profiles, steps = {}, {}, {}
     trunks: dict = {}
     trunk_s = _cpu(

@@ -60,9 +60,11 @@ class Config(_common.RolloutConfig, TrainConfig):
     comma-separated subset of :data:`VARIANT_NAMES`; each variant changes one setting
     of the base run. ``masks``: the variants whose steps also evaluate the masks
     (``"grid"`` = all of the grid, ``"none"`` or a comma-separated list).
-    ``redraws`` / ``min_mixed``: dynamic sampling as in DAPO (Yu et al., 2025, §3.2):
-    a seed whose prompts give fewer than ``min_mixed`` GRPO groups with mixed rewards
-    draws new prompts, up to ``redraws`` times (the draw is recorded per unit).
+    ``redraws`` / ``min_mixed``: dynamic sampling as in DAPO (Yu et al., 2025, §3.2,
+    :func:`theorycheck.rl.collect_filled`): each engine draws ``prompts`` problems at a
+    time, up to ``redraws`` new draws, and keeps the GRPO groups with mixed rewards
+    until ``min_mixed`` are kept (default: every group of the batch, so every token
+    trains); the draws and the kept groups are recorded per batch.
     ``paper_quantile``: δ of the §4.2 metric is this quantile of D over each unit's
     signal tokens. ``probe_rows`` / ``others_rows``: which rows each step predicts
     (``theorycheck.probes.run_probe``): ``"minibatch"`` (the default) predicts every
@@ -78,7 +80,7 @@ class Config(_common.RolloutConfig, TrainConfig):
     """
 
     task: str = "countdown"
-    prompts: int = 8
+    prompts: int = 2
     samples: int = 8
     new_tokens: int = 64
     seeds: int = 20
@@ -101,8 +103,10 @@ class Config(_common.RolloutConfig, TrainConfig):
             raise _common.BadInput(
                 f"paper_quantile = {self.paper_quantile} must be in (0, 1)"
             )
-        if self.min_mixed < 1:
-            raise _common.BadInput(f"min_mixed = {self.min_mixed} must be >= 1")
+        if not 1 <= self.min_mixed <= self.prompts:
+            raise _common.BadInput(
+                f"min_mixed = {self.min_mixed} must be in 1..prompts ({self.prompts})"
+            )
         if self.probe_rows not in ("all", "minibatch"):
             raise _common.BadInput(
                 f"probe_rows = {self.probe_rows!r} must be 'all' or 'minibatch'"
@@ -200,24 +204,20 @@ def units(cfg: Config) -> list[_common.Unit]:
 
 
 def generate(ctx: _common.Context, seed: int, engine: str):
-    """One seed's rollouts with dynamic sampling; ``(rollouts, {"prompt_draw"})``.
-
-    The bfloat16 engine decides the draw, so both engines score the same prompts
-    (:func:`theorycheck.rl.collect_mixed`)."""
-    from theorycheck.rl import collect_mixed, mixed_groups
+    """One seed's rollouts of one engine with dynamic sampling
+    (:func:`theorycheck.rl.collect_filled`: each engine's own rewards decide which
+    groups it keeps); ``(rollouts, meta)`` with ``draws``, ``kept`` and
+    ``mixed_groups``."""
+    from theorycheck.rl import collect_filled
 
     cfg = ctx.cfg
-    known = None
-    if engine != "bfloat16":
-        known = ctx.rollouts(seed, "bfloat16", anchor=False)[1]["prompt_draw"]
-    rollouts, draw = collect_mixed(
+    return collect_filled(
         ctx.model,
         cfg.task,
         cfg.prompts,
         seed=seed,
         redraws=cfg.redraws,
         min_mixed=cfg.min_mixed,
-        draw=known,
         engine_dtype=engine,
         samples=cfg.samples,
         new_tokens=cfg.new_tokens,
@@ -225,7 +225,6 @@ def generate(ctx: _common.Context, seed: int, engine: str):
         temperature=cfg.temperature,
         full_vocab=False,
     )
-    return rollouts, {"prompt_draw": draw, "mixed_groups": mixed_groups(rollouts)}
 
 
 def _trunks(ctx: _common.Context, seed: int, engine: str, anchor: bool) -> dict:

@@ -325,6 +325,7 @@ PROBE_LABELS = {
     "draw (CPU-s)",
     "rollouts_f32_wall_s": "rollout generation, float32 engine (wall s)",
     "prompt_draw": "prompt draw of the seed (dynamic sampling)",
+    "prompt_draws": "draws the bfloat16 batch took (dynamic sampling, filled)",
     "rescore_cpu_s": "bfloat16 anchor rescored over the full vocabulary (CPU-s)",
     "probe_wall_s": "fast: probe + analysis, warm (wall s)",
     "controls_cpu_s": "fast: matched controls in a second pass (its K = 4 gradient "

@@ -1,4 +1,4 @@
-"""Dynamic sampling: redraw prompts until a GRPO group has mixed rewards."""
+"""Dynamic sampling: redraw prompts until GRPO groups have mixed rewards."""
 
 import numpy as np
 import pytest
@@ -9,7 +9,9 @@ from theorycheck._errors import BadInput
 from theorycheck.rl import (
     DRAW_STRIDE,
     collect,
+    collect_filled,
     collect_mixed,
+    join_groups,
     make_problems,
     mixed_groups,
 )
@@ -66,3 +68,78 @@ def test_collect_mixed_with_no_redraws_returns_the_first_draw(tiny):
 def test_collect_mixed_refuses_negative_redraws(tiny):
     with pytest.raises(BadInput, match="redraws = -1"):
         collect_mixed(tiny, "addition", 4, seed=0, redraws=-1, **KW)
+
+
+def _mixed(r, g):
+    return len(set(np.asarray(r.reward)[np.asarray(r.group) == g].tolist())) > 1
+
+
+def test_collect_filled_keeps_the_mixed_groups_of_successive_draws(tiny):
+    # a seed whose first draw leaves groups unmixed: the fill must look further
+    seed = next(
+        s
+        for s in range(12)
+        if 0 < sum(_mixed(_plain(tiny, s, 0), g) for g in range(4)) < 4
+    )
+    out, meta = collect_filled(tiny, "addition", 4, seed=seed, redraws=3, **KW)
+    # the same choice by brute force from collect's own draws
+    draws = [_plain(tiny, seed, d) for d in range(meta["draws"])]
+    mixed = [(d, g) for d, r in enumerate(draws) for g in range(4) if _mixed(r, g)]
+    rest = [(d, g) for d, r in enumerate(draws) for g in range(4) if not _mixed(r, g)]
+    assert meta["draws"] >= 2  # draw 0 alone cannot fill the batch
+    assert len(mixed) >= 4 or meta["draws"] == 4
+    assert len(mixed[:4]) < 4 or meta["draws"] - 1 == mixed[3][0]  # stops when full
+    want = sorted(mixed[:4] + rest[: 4 - len(mixed[:4])])
+    assert [tuple(k) for k in meta["kept"]] == want
+    assert meta["mixed_groups"] == mixed_groups(out) == min(len(mixed), 4)
+    np.testing.assert_array_equal(out.group, np.repeat(np.arange(4), KW["samples"]))
+    width = out.prompt_ids.shape[1]
+    for new, (d, g) in enumerate(want):
+        rows = np.flatnonzero(draws[d].group == g)
+        mine = np.flatnonzero(out.group == new)
+        for f in ("tokens", "reward", "sampled_logp", "topk_ids", "topk_logp"):
+            np.testing.assert_array_equal(
+                getattr(out, f)[mine], getattr(draws[d], f)[rows]
+            )
+        pad = width - draws[d].prompt_ids.shape[1]
+        np.testing.assert_array_equal(out.prompt_mask[mine, :pad], 0)
+        np.testing.assert_array_equal(
+            out.prompt_ids[mine, pad:], draws[d].prompt_ids[rows]
+        )
+        assert [out.text[i] for i in mine] == [draws[d].text[i] for i in rows]
+
+
+def test_joined_groups_score_as_in_their_own_draw(tiny):
+    # left-padding a prompt further (mask 0) leaves the model's logits unchanged
+    from theorycheck.models import forward
+
+    draws = {0: _plain(tiny, 1, 0), 1: _plain(tiny, 1, 1)}
+    if draws[0].prompt_ids.shape[1] == draws[1].prompt_ids.shape[1]:
+        draws[1] = draws[1]._replace(
+            prompt_ids=np.pad(draws[1].prompt_ids, ((0, 0), (16, 0))),
+            prompt_mask=np.pad(draws[1].prompt_mask, ((0, 0), (16, 0))),
+        )
+    out = join_groups(draws, [(0, 1), (1, 2)])
+    cfg, params, _ = tiny
+    n = out.tokens.shape[1]
+
+    def scores(r, rows):
+        ids, mask = r.sequences()
+        return np.asarray(forward(params, cfg, ids[rows], attention_mask=mask[rows]))[
+            :, -n:
+        ]
+
+    for new, (d, g) in enumerate([(0, 1), (1, 2)]):
+        mine = scores(out, np.flatnonzero(out.group == new))
+        theirs = scores(draws[d], np.flatnonzero(draws[d].group == g))
+        np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-5)
+
+
+def test_join_groups_of_one_whole_draw_is_that_draw(tiny):
+    r = _plain(tiny, 0, 0)
+    assert join_groups({0: r}, [(0, g) for g in range(4)]) is r
+
+
+def test_collect_filled_refuses_more_mixed_groups_than_prompts(tiny):
+    with pytest.raises(BadInput, match="min_mixed = 5 must be <= prompts = 4"):
+        collect_filled(tiny, "addition", 4, seed=0, min_mixed=5, **KW)

@@ -2,9 +2,10 @@
 
 ``collect`` samples a rollout batch (bfloat16 engine by default) recording the sampled
 token, its behavior log-prob, the engine's top-K and optionally the full vocabulary;
-``collect_mixed`` redraws prompts until a GRPO group has mixed rewards (DAPO's dynamic
-sampling); ``record``/``from_record`` keep a batch compactly and rebuild it, the
-anchor recomputed by ``rescore`` (replay); ``make_problems`` generates verifiable
+``collect_filled`` fills a batch with GRPO groups of mixed rewards across draws (DAPO's
+dynamic sampling; ``collect_mixed``: the batch redrawn whole until enough groups mix);
+``record``/``from_record`` keep a batch compactly and rebuild it, the anchor recomputed
+by ``rescore`` (replay); ``make_problems`` generates verifiable
 tasks (Countdown in exact rational arithmetic, addition, capitals);
 ``Trainer``/``train`` run M minibatch steps per epoch against the fixed anchor with
 any registered token rule and reduction; ``Trainer.steps`` is the one training loop
@@ -19,7 +20,13 @@ from theorycheck.rl._config import (
     make_optimizer,
     train_fields,
 )
-from theorycheck.rl._dynamic import DRAW_STRIDE, collect_mixed, mixed_groups
+from theorycheck.rl._dynamic import (
+    DRAW_STRIDE,
+    collect_filled,
+    collect_mixed,
+    join_groups,
+    mixed_groups,
+)
 from theorycheck.rl._record import FIELDS, anchor_gap, from_record, record, rescore
 from theorycheck.rl._rollout import Rollouts, collect, left_pad
 from theorycheck.rl._tasks import (
@@ -57,10 +64,12 @@ __all__ = [
     "addition_reward",
     "anchor_gap",
     "collect",
+    "collect_filled",
     "collect_mixed",
     "countdown_reward",
     "evaluate_expression",
     "from_record",
+    "join_groups",
     "left_pad",
     "make_optimizer",
     "make_problems",
