@@ -3,6 +3,7 @@ are convex with certificates that re-check; each deliberately nonconvex variant 
 refuted (mutation meta-tests)."""
 
 import pathlib
+import pickle
 
 import numpy as np
 import pytest
@@ -94,6 +95,8 @@ def _with_4_from_elsewhere(spec, fit4=None):
 
     d4 = derive(resolved.loss, 4, 0, exact(4), affine=True)
     outcome = (True, fit_one(d4, 0)) if fit4 is None else fit4
+    # as the helper hands them over: pickled in its process, unpickled in the worker's
+    d4, outcome = pickle.loads(pickle.dumps((d4, outcome)))
     calls = []
 
     def given():

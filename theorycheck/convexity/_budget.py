@@ -318,11 +318,12 @@ class Pending:
     """A :func:`submit_in_process` call under way; :meth:`result` collects it.
 
     It runs in the kept worker, or (when another thread uses that one) in a fresh
-    process of its own, ended when the call is collected.
+    process of its own, ended when the call is collected. Its aside, if any, runs in
+    the kept helper; a :class:`_Relay` thread hands the helper's reply to the worker.
     """
 
     def __init__(self, seconds: float, fn, args, kwargs, aside=None):
-        global _worker, _calls
+        global _worker
         self._end = time.monotonic() + seconds
         call = (_timed, (fn, args, kwargs), {})
         self._kept = _worker_lock.acquire(blocking=False)
@@ -340,14 +341,8 @@ class Pending:
             if _worker is None or not _worker.proc.is_alive():
                 _worker = _Worker()
             self._conn, self._proc = _worker.conn, _worker.proc
-            helper = _kept_helper() if aside is not None else None
-            aside_id = None
-            if helper is not None:
-                _calls += 1
-                aside_id = _calls
-                afn, aargs = aside
-                helper.conn.send(("call", afn, aargs, {}, None))
-                self._aside_sent = True
+            helper = self._start_aside(aside) if aside is not None else None
+            aside_id = _calls if helper is not None else None
             self._conn.send(("call", *call, aside_id))
             if helper is not None:
                 self._relay = _Relay(helper, _worker, aside_id)
@@ -355,6 +350,24 @@ class Pending:
         except BaseException:
             self._close(kill=True)
             raise
+
+    def _start_aside(self, aside) -> _Worker | None:
+        """Sends the aside to the kept helper; None (the call does the work itself)
+        where there is none or it cannot take it (it died, or could not start)."""
+        global _calls
+        try:
+            helper = _kept_helper()
+            if helper is None:
+                return None
+            _calls += 1
+            afn, aargs = aside
+            self._aside_sent = True
+            helper.conn.send(("call", afn, aargs, {}, None))
+        except Exception:
+            _close_helper()
+            self._aside_sent = False
+            return None
+        return helper
 
     def extend(self, seconds: float) -> None:
         """Moves the hard limit ``seconds`` later (the caller's own work ran beside
