@@ -142,14 +142,20 @@ def test_an_aside_runs_in_the_helper_and_reaches_only_its_own_call():
     # the helper had replied (kept; the stale reply is skipped) or not (killed)
     submit_in_process(60.0, time.sleep, 1.0, aside=(_aside_value, (3,))).result()
     assert run(4, (_aside_value, (4,)))[2][1][0] == 4
-    # one still at work when the call returns is killed, not left running
-    pending = submit_in_process(60.0, time.sleep, 0.5, aside=(_aside_value, (5, 60)))
+    # one still at work when the call returns finishes it (its reply dropped) and
+    # takes no new aside until then: the next call does its work itself
+    submit_in_process(60.0, time.sleep, 0.2, aside=(_aside_value, (5, 3.0))).result()
     busy = _budget._helper.proc.pid
-    pending.result()
-    assert _budget._helper is None and not _alive(busy)
-    tag, _, (ok, (value, fresh)) = run(6, (_aside_value, (6,)))
-    assert (tag, ok, value) == (6, True, 6) and fresh != busy
-    assert run(7, None)[2] is None  # no aside: the call does the work itself
+    assert run(6, (_aside_value, (6,)))[2] is None
+    time.sleep(3.5)
+    tag, _, (ok, (value, same)) = run(7, (_aside_value, (7,)))
+    assert (tag, ok, value, same) == (7, True, 7, busy)  # kept, and its own reply
+    # past the ended call's limit, a helper still at its aside is killed
+    submit_in_process(1.0, time.sleep, 0.2, aside=(_aside_value, (8, 60))).result()
+    time.sleep(1.0)
+    tag, _, (ok, (value, fresh)) = run(9, (_aside_value, (9,)))
+    assert (tag, ok, value) == (9, True, 9) and fresh != busy and not _alive(busy)
+    assert run(10, None)[2] is None  # no aside: the call does the work itself
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="an aside needs a second core")

@@ -9,8 +9,10 @@ that ran past its budget is killed and the next call spawns a fresh one.
 *aside*) in a kept helper process at the same time, on the second core; the call
 collects its outcome with :func:`aside_result` when it needs it (the structure stage
 derives V = 4 there while the worker derives V = 3). The helper is a child of this
-process like the worker, under the same hard limit: it is killed with the worker, and
-when the call ends without having used its aside.
+process like the worker, under the same hard limit: it is killed with the worker. When
+the call ends without having used its aside, the helper finishes it (the reply is
+dropped; spawning a fresh helper would cost more) and takes no new aside until then;
+one still at it past that call's limit is killed.
 :func:`run_within` (the formal stage) runs it in a daemon worker thread and interrupts
 it with an asynchronous exception, raised at its next Python bytecode; that is best
 effort, because a C call that holds the GIL (SymPy's heuristic gcd inside
@@ -20,6 +22,7 @@ effort, because a C call that holds the GIL (SymPy's heuristic gcd inside
 from __future__ import annotations
 
 import ctypes
+import math
 import multiprocessing
 import os
 import sys
@@ -202,19 +205,37 @@ _worker_lock = threading.Lock()
 _calls = 0  # ids of asides
 
 
+#: The relay of an ended call whose aside the helper is still at (its reply will be
+#: dropped); the helper takes no new aside until it is done.
+_draining = None
+
+
 def _close_helper() -> None:
-    global _helper
+    global _helper, _draining
     if _helper is not None:
+        _helper.proc.kill()  # first: a relay waiting on it gets EOF
+        if _draining is not None:
+            _draining.join(10.0)
         _helper.close()
         _helper = None
+    _draining = None
 
 
 def _kept_helper() -> _Worker | None:
-    """The kept helper (spawned when missing), or None on a machine with one core
-    (an aside would only take time from the call)."""
-    global _helper
+    """The kept helper (spawned when missing), or None: on a machine with one core
+    (an aside would only take time from the call), or while it is still at an
+    earlier call's aside that call did not collect, before that call's limit (past
+    it, the helper is killed and a fresh one spawned)."""
+    global _helper, _draining
     if (os.cpu_count() or 1) < 2:
         return None
+    if _draining is not None:
+        if not _draining.is_alive():
+            _draining = None
+        elif time.monotonic() < _draining.deadline:
+            return None
+        else:
+            _close_helper()
     if _helper is None or not _helper.proc.is_alive():
         _close_helper()
         _helper = _Worker()
@@ -230,6 +251,9 @@ class _Relay(threading.Thread):
         super().__init__(name="theorycheck-aside", daemon=True)
         self.helper, self.worker, self.aside_id = helper, worker, aside_id
         self.replied = threading.Event()
+        self.lock = threading.Lock()
+        self.discard = False  # the call ended: drop the reply, forward nothing
+        self.deadline = math.inf  # then: the ended call's hard limit
 
     def run(self) -> None:
         try:
@@ -241,11 +265,24 @@ class _Relay(threading.Thread):
             import pickle
 
             raw = pickle.dumps((None, "the helper process died"))
-        try:
-            self.worker.conn.send(("aside", self.aside_id))
-            self.worker.conn.send_bytes(raw)
-        except Exception:  # the worker was killed meanwhile
-            pass
+        with self.lock:
+            if self.discard:
+                return
+            try:
+                self.worker.conn.send(("aside", self.aside_id))
+                self.worker.conn.send_bytes(raw)
+            except Exception:  # the worker was killed meanwhile
+                pass
+
+    def drop(self, deadline: float) -> bool:
+        """The call ended: True when the reply had not come (it will be dropped;
+        ``deadline``: when the helper, still at it then, is killed), False when it
+        was forwarded already."""
+        with self.lock:
+            if self.replied.is_set():
+                return False
+            self.discard, self.deadline = True, deadline
+            return True
 
 
 def run_in_process(seconds: float, fn: Callable[..., Any], *args, **kwargs) -> Any:
@@ -375,17 +412,18 @@ class Pending:
         self._end += max(0.0, seconds)
 
     def _close(self, kill: bool) -> None:
-        global _worker
+        global _worker, _draining
         if not self._open:
             return
         self._open = False
         if self._kept:
             relay = self._relay
-            # the helper is ended with the worker, and when it is still at an aside
-            # the call did not collect (its reply would meet the next call)
-            stop = self._aside_sent and (
-                kill or relay is None or not relay.replied.is_set()
-            )
+            # the helper is ended with the worker; one still at an aside the call did
+            # not collect finishes it (its reply dropped) and takes no new aside until
+            # then, and is killed when it is still at it past this call's limit
+            stop = self._aside_sent and (kill or relay is None)
+            if not stop and relay is not None and relay.drop(self._end):
+                _draining, relay = relay, None
             for proc, end in ((_worker, kill), (_helper, stop)):
                 if end and proc is not None and proc.proc.is_alive():
                     proc.proc.kill()  # first: a relay waiting on it gets EOF
@@ -445,8 +483,9 @@ def submit_in_process(
     process (both module-level, picklable), where the machine has a second core and
     the kept worker is free; ``fn`` collects it with :func:`aside_result` (None
     there otherwise: ``fn`` must then do that work itself). The helper is killed
-    with the worker when the limit runs out or the call is cancelled, and when the
-    call returns while the helper is still at an aside ``fn`` did not collect.
+    with the worker when the limit runs out or the call is cancelled; an aside ``fn``
+    did not collect is finished and its reply dropped (the helper takes no other
+    aside meanwhile, and is killed when still at it past this call's limit).
 
     Raises:
         StageTimeout: ``seconds <= 0``.
