@@ -108,8 +108,12 @@ def _collect(tag):
     return tag, os.getpid(), aside_result()
 
 
-def _aside_value(tag, wait=0.0):
+def _aside_value(tag, wait=0.0, until=None):
+    """``(tag, pid)`` after ``wait`` seconds, or once the file ``until`` exists."""
     time.sleep(wait)
+    end = time.monotonic() + 60.0
+    while until is not None and not os.path.exists(until) and time.monotonic() < end:
+        time.sleep(0.01)
     return tag, os.getpid()
 
 
@@ -127,7 +131,7 @@ def _alive(pid) -> bool:
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="an aside needs a second core")
-def test_an_aside_runs_in_the_helper_and_reaches_only_its_own_call():
+def test_an_aside_runs_in_the_helper_and_reaches_only_its_own_call(tmp_path):
     from theorycheck.convexity import _budget
 
     def run(tag, aside, fn=_collect):
@@ -140,18 +144,24 @@ def test_an_aside_runs_in_the_helper_and_reaches_only_its_own_call():
     assert not ok and isinstance(err, ValueError)  # the call decides what it means
     # a call that does not collect its aside: the next call gets its own, whether
     # the helper had replied (kept; the stale reply is skipped) or not (killed)
-    submit_in_process(60.0, time.sleep, 1.0, aside=(_aside_value, (3,))).result()
+    submit_in_process(60.0, time.sleep, 0.5, aside=(_aside_value, (3,))).result()
     assert run(4, (_aside_value, (4,)))[2][1][0] == 4
     # one still at work when the call returns finishes it (its reply dropped) and
     # takes no new aside until then: the next call does its work itself
-    submit_in_process(60.0, time.sleep, 0.2, aside=(_aside_value, (5, 3.0))).result()
+    release = tmp_path / "release"
+    aside = (_aside_value, (5, 0.0, str(release)))
+    submit_in_process(60.0, time.sleep, 0.05, aside=aside).result()
     busy = _budget._helper.proc.pid
     assert run(6, (_aside_value, (6,)))[2] is None
-    time.sleep(3.5)
+    release.touch()
+    end = time.monotonic() + 30.0
+    while _budget._draining is not None and _budget._draining.is_alive():
+        assert time.monotonic() < end
+        time.sleep(0.01)
     tag, _, (ok, (value, same)) = run(7, (_aside_value, (7,)))
     assert (tag, ok, value, same) == (7, True, 7, busy)  # kept, and its own reply
     # past the ended call's limit, a helper still at its aside is killed
-    submit_in_process(1.0, time.sleep, 0.2, aside=(_aside_value, (8, 60))).result()
+    submit_in_process(1.0, time.sleep, 0.05, aside=(_aside_value, (8, 60))).result()
     time.sleep(1.0)
     tag, _, (ok, (value, fresh)) = run(9, (_aside_value, (9,)))
     assert (tag, ok, value) == (9, True, 9) and fresh != busy and not _alive(busy)
