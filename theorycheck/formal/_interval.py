@@ -103,7 +103,50 @@ def _number(expr: sp.Expr):
     raise NotImplementedError(f"constant {expr!r}")
 
 
-def _compile(expr: sp.Basic, x: sp.Symbol, flags: dict) -> Callable:  # noqa: C901
+def _compile(expr: sp.Basic, x: sp.Symbol, flags: dict) -> Callable:
+    """The interval function of ``expr``; with ``flags["nodes"]`` (shared mode) one
+    compiled node per distinct subexpression, evaluated once per enclosure (see
+    :func:`enclosure_fn`)."""
+    nodes = flags.get("nodes")
+    if nodes is None:
+        return _build(expr, x, flags)
+    hit = nodes.get(expr)
+    if hit is None:
+        hit = _build(expr, x, flags)
+        if expr.args:
+            hit = _shared(
+                hit, flags, constant=not (expr.free_symbols or expr.has(sp.Piecewise))
+            )
+        nodes[expr] = hit
+    return hit
+
+
+def _shared(fn: Callable, flags: dict, constant: bool) -> Callable:
+    """``fn`` evaluated once per enclosure (its value kept in ``flags["memo"]``, which
+    :func:`enclosure_fn`'s ``run`` empties at each call); a ``constant`` (no variable,
+    no Piecewise, so no switch flag) once for good, after its first success."""
+    if constant:
+        box: list = []
+
+        def kept(X):
+            if not box:
+                box.append(fn(X))
+            return box[0]
+
+        return kept
+    key = object()
+
+    def once(X):
+        memo = flags["memo"]
+        value = memo.get(key)
+        if value is None:
+            value = memo[key] = fn(X)
+        return value
+
+    return once
+
+
+def _build(expr: sp.Basic, x: sp.Symbol, flags: dict) -> Callable:  # noqa: C901
     if expr == x:
         return lambda X: X
     if isinstance(expr, sp.Piecewise):
@@ -205,15 +248,29 @@ def _cond(cond: sp.Basic, x: sp.Symbol, flags: dict) -> Callable:
 
 
 def enclosure_fn(
-    expr: sp.Expr, x: sp.Symbol, *, prec: int = PREC
+    expr: sp.Expr, x: sp.Symbol, *, prec: int = PREC, shared: bool = True
 ) -> Callable[[object], Enclosure]:
     """Compiles ``expr`` (one free symbol ``x``) into an interval function.
+
+    Shared subexpressions (``shared=True``): SymPy's derivatives of a quotient repeat
+    the same subexpressions (SAPO's margin has 194 nodes, 88 distinct; its second
+    derivative 1594, 226 distinct). Each distinct subexpression is compiled once and
+    evaluated once per call, its interval reused wherever it occurs; a constant one
+    (no variable, no Piecewise) is kept after its first evaluation. Every operation
+    sees the same operands at the same precision as in the tree walk
+    (``shared=False``), so the enclosure is bit for bit the same and exactly as
+    rigorous: only the repeated evaluations are skipped. A subexpression is evaluated
+    at its first use only (never one the walk would skip, such as a Piecewise branch
+    excluded on the interval), and the ``switched`` flag is raised by the same
+    evaluation.
 
     Args:
         expr: a SymPy expression built from +, ×, powers, exp, log, cosh, sinh, tanh,
             atanh, Abs, Max/Min and Piecewise, with exact constants.
         x: the variable.
         prec: working precision in bits.
+        shared: evaluate each distinct subexpression once (the same enclosure, bit
+            for bit, as the plain tree walk of ``shared=False``).
 
     Returns:
         ``X -> Enclosure`` for an ``iv`` interval ``X``. It raises
@@ -232,16 +289,18 @@ def enclosure_fn(
     extra = expr.free_symbols - {x}
     if extra:
         raise NotImplementedError(f"free symbols {sorted(map(str, extra))} besides {x}")
-    flags: dict = {}
+    flags: dict = {"nodes": {}} if shared else {}
     old = iv.prec
     iv.prec = prec
     try:
         fn = _compile(expr, x, flags)
     finally:
         iv.prec = old
+    flags.pop("nodes", None)
 
     def run(X) -> Enclosure:
         flags["switched"] = False
+        flags["memo"] = {}
         old = iv.prec
         iv.prec = prec
         try:
