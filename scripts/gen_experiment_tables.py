@@ -342,6 +342,20 @@ def replay_line(data: dict, replay: dict | None) -> str:
     )
 
 
+def _train_dtypes(data: dict) -> str:
+    """The trainer precision of the units (``train_dtype``; float64 when a unit does
+    not record one), with the trainable subsets of each when they differ."""
+    by: dict = {}
+    for u in data["units"].values():
+        by.setdefault(u.get("train_dtype", "float64"), set()).add(u.get("subset"))
+    if len(by) == 1:
+        return next(iter(by))
+    return ", ".join(
+        f"{dtype} (subsets {', '.join(sorted(map(str, subs)))})"
+        for dtype, subs in sorted(by.items())
+    )
+
+
 def lco_scale_line(data: dict, what: str, replay: dict | None = None) -> str:
     """The scale of a committed linearization or gradient-bounds run: model, batch,
     seeds, trained response tokens per seed (those of groups with a nonzero GRPO
@@ -363,7 +377,8 @@ def lco_scale_line(data: dict, what: str, replay: dict | None = None) -> str:
         f"in groups with a nonzero advantage), {len(seeds)} seeds "
         f"({seeds[0]}–{seeds[-1]}), "
         f"{len(data['units'])} units, regime {_regimes(data)} (bfloat16 rollout "
-        "engine as the anchor, float64 trainer); mean ± standard error over seeds. "
+        f"engine as the anchor, trainer in {_train_dtypes(data)}); mean ± standard "
+        "error over seeds. "
         + (
             f"**Not finished (in no number below):** {', '.join(missing)}. "
             if missing
