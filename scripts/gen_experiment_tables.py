@@ -798,9 +798,11 @@ def blocks(root: Path = RESULTS) -> dict[tuple[str, str], str]:
     probes = probe_blocks(load("sign_agreement", root))
     lco = lco_blocks(root)
     findings = "\n\n".join(
-        lco[f"{key}-{part}"]
-        for key in ("linearization", "linearization-subsets", "gradient")
-        for part in ("scale", "conclusions")
+        dict.fromkeys(  # an absent run's one "not measured yet" line, once
+            lco[f"{key}-{part}"]
+            for key in ("linearization", "linearization-subsets", "gradient")
+            for part in ("scale", "conclusions")
+        )
     )
     return {
         **{("docs/linearization.md", name): body for name, body in lco.items()},

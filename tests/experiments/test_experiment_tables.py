@@ -109,6 +109,13 @@ LCO_CASES = [
         lambda d: d["summary"]["reach"]["scales"][0]["residual"],
         ["docs/linearization.md:reach-tiny-tables"],
     ),
+    (
+        "linearization_tiny",
+        lambda d: d["summary"]["lco_mse/all/m1"]["thresholds"]["residual_median"][
+            "0.1"
+        ],
+        ["docs/linearization.md:linearization-tiny"],
+    ),
 ]
 
 
@@ -130,7 +137,8 @@ def test_a_changed_lco_result_makes_its_blocks_stale(name, number, blocks, tmp_p
     assert docgen.stale_blocks(gen.blocks(_copy_results(tmp_path)), tmp_path) == []
 
     def edit(data):
-        number(data)["mean"] *= 1.37
+        stat = number(data)
+        stat["mean" if "mean" in stat else "alpha_geomean"] *= 1.37
 
     res = _copy_results(tmp_path / "other", name, edit)
     stale = set(docgen.stale_blocks(gen.blocks(res), tmp_path))
