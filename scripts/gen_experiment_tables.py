@@ -424,7 +424,6 @@ def lin_conclusions(data: dict, *, by_subset: bool = False) -> list[str]:
     """The conclusions of a linearization run, each with its regime, seeds and
     trainable subset, every number from the summary."""
     cfg, rows = data["config"], _lin_rows(data["summary"])
-    n = len(_seeds(data))
     regime = _regimes(data)
     out = []
     subsets = sorted({s for _, s, _, _ in rows}, key=lambda s: (s == "all", s))
@@ -432,7 +431,8 @@ def lin_conclusions(data: dict, *, by_subset: bool = False) -> list[str]:
         mine = [r for r in rows if r[1] == sub]
         params = mine[0][3]["trainable_params"]
         where = "every block" if sub == "all" else f"the last {sub} blocks"
-        tag = f"Regime {regime}, {n} seeds, {where} trainable"
+        seeds = _span([r["seeds"] for *_, r in mine], lambda x: f"{x:.0f}")
+        tag = f"Regime {regime}, {seeds} seed(s) per setting, {where} trainable"
         lo10, tot = _not_reached(mine, "0.1")
         lo50, _ = _not_reached(mine, "0.5")
         out += [
@@ -468,7 +468,7 @@ def lin_conclusions(data: dict, *, by_subset: bool = False) -> list[str]:
         )
         out += _loss_comparisons(mine, tag)
     if by_subset and "all" in subsets:
-        out += _subset_comparisons(rows, regime, n)
+        out += _subset_comparisons(rows, regime)
     return out
 
 
@@ -515,7 +515,7 @@ def _loss_comparisons(rows, tag: str) -> list[str]:
     return out
 
 
-def _subset_comparisons(rows, regime: str, n: int) -> list[str]:
+def _subset_comparisons(rows, regime: str) -> list[str]:
     """Every block trainable against the last blocks, per loss and step count."""
     by = {(loss, sub, m): r for loss, sub, m, r in rows}
     last = sorted({s for _, s, _, _ in rows if s != "all"})
@@ -535,7 +535,8 @@ def _subset_comparisons(rows, regime: str, n: int) -> list[str]:
             _mean(w["update_norm"]) / _mean(a["update_norm"]) for _, _, a, w in pairs
         ]
         worst = min(pairs, key=lambda p: _a1(p[3], "logp_sign_agreement") or 1)
-        tag = f"Regime {regime}, {n} seeds, every block vs the last {sub}"
+        seeds = _span([w["seeds"] for *_, w in pairs], lambda x: f"{x:.0f}")
+        tag = f"Regime {regime}, {seeds} seed(s), every block vs the last {sub}"
         out += [
             f"- {tag}: with every block the median residual reaches 10% at an α "
             f"{_factor(factors, 'smaller', 'larger')} (α is in units of each run's "
@@ -609,15 +610,15 @@ def _bounds_facts(data: dict) -> list[str]:
             + f"; {r['spikes']} gradient spike(s) (> 3× the run's median)."
         )
     mse = [u for k, u in units.items() if k.startswith("bounds/lco_mse/")]
-    if mse:
-        first, ratios = [], []
-        for u in mse:
-            by = {(st["epoch"], st["minibatch"]): st["loss"] for st in u["steps"]}
-            last = max(e for e, _ in by)
-            for (e, j), v in by.items():
-                if e == 0 and last > 0:
-                    first.append(v)
-                    ratios.append(by[(last, j)] / v if v > 0 else None)
+    first, ratios, last = [], [], 0
+    for u in mse:
+        by = {(st["epoch"], st["minibatch"]): st["loss"] for st in u["steps"]}
+        last = max(e for e, _ in by)
+        for (e, j), v in by.items():
+            if e == 0 and last > 0:
+                first.append(v)
+                ratios.append(by[(last, j)] / v if v > 0 else None)
+    if first:  # a minibatch seen in two epochs
         grads = [
             max(st["grad_norm"] for st in u["steps"]) / u["steps"][0]["grad_norm"]
             for u in mse
