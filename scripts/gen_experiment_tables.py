@@ -508,8 +508,14 @@ def _loss_comparisons(rows, tag: str) -> list[str]:
                 "reaches a 10% "
                 f"residual at α = {_g(xb)}, LCO-MSE at α = {_g(xa)}"
                 + (f" (over the {a['seeds'] - na} seeds that crossed)" if na else "")
-                + f": {LOSS_NAMES[other]} leaves the linear regime "
-                f"{_g(max(factor, 1 / factor))}× {word}; ‖Δθ‖ "
+                + (
+                    f": {LOSS_NAMES[other]} leaves the linear regime "
+                    f"{_g(max(factor, 1 / factor))}× {word}"
+                    if not 0.9 < factor < 1 / 0.9
+                    else ": the two leave the linear regime at about the same α "
+                    "(within 10%)"
+                )
+                + "; ‖Δθ‖ "
                 f"{_g(_mean(b['update_norm']))} vs {_g(_mean(a['update_norm']))}."
             )
     return out
