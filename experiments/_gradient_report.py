@@ -219,8 +219,12 @@ def markdown(data: dict, timings: dict) -> str:
         rows += _fixed_rows(s, cfg)
     rows += [
         *_reachable_report.markdown_rows(s.get("reach"), cfg),
-        f"Wall time of the finished units: {sum(timings.values()):.0f} s.",
-        "",
+        # a report of a run has its units' timings; a docs section has none
+        *(
+            [f"Wall time of the finished units: {sum(timings.values()):.0f} s.", ""]
+            if timings
+            else []
+        ),
         *(["![bounds](bounds.png)", ""] if s["bounds"] else []),
         *(["![fixed target](fixed_target.png)", ""] if s["fixed"] else []),
         *(["![reachable target](reach.png)", ""] if s.get("reach") else []),

@@ -161,8 +161,8 @@ def markdown(data: dict, timings: dict) -> str:
         "the linearized logits z(θ) + αJΔθ (isolates Assumption 4.2 from the "
         "curvature of f in z).",
         "",
-        f"Wall time of the finished units: {total:.0f} s.",
-        "",
+        # a report of a run has its units' timings; a docs section has none
+        *([f"Wall time of the finished units: {total:.0f} s.", ""] if timings else []),
     ]
     rows += ["![residual vs alpha](residual_vs_alpha.png)", ""]
     return "\n".join(rows)

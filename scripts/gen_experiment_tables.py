@@ -22,7 +22,12 @@ import docgen  # noqa: E402
 
 sys.path.insert(0, str(docgen.ROOT))
 
-from experiments import _rollout_report, _sign_report  # noqa: E402
+from experiments import (  # noqa: E402
+    _gradient_report,
+    _linearization_report,
+    _rollout_report,
+    _sign_report,
+)
 from experiments._sign_report import cell  # noqa: E402
 
 RESULTS = docgen.ROOT / "experiments" / "results"
@@ -45,27 +50,12 @@ def _missing(name: str) -> str:
 def scale_line(data: dict) -> str:
     """Model, batch, seeds, updated tokens per seed, wall time, load, commit; and
     whether the run reaches the default run's scale."""
-    cfg, prov = data["config"], data["provenance"]
+    cfg = data["config"]
     tokens = [u["updated_tokens"] for u in data["units"].values()]
     seeds = sorted({u["seed"] for u in data["units"].values()})
     regimes = sorted({u["regime"] for u in data["units"].values()})
     small = max(tokens, default=0) < TARGET_TOKENS or len(seeds) < TARGET_SEEDS
     missing = data.get("missing_units") or []
-    runs = data.get("runs") or [
-        {
-            "wall_s": prov.get("wall_s"),
-            "load_average_start": prov.get("load_average_start"),
-            "load_average_end": prov.get("load_average_end"),
-            "commit": prov.get("commit"),
-        }
-    ]
-    wall = sum(r["wall_s"] or 0 for r in runs) or None
-    load_avg = "; ".join(
-        f"{r.get('load_average_start')} at the start, {r.get('load_average_end')} at "
-        "the end"
-        for r in runs
-    )
-    computed = ", ".join(sorted({(r.get("commit") or "")[:12] for r in runs}))
     return (
         f"**Scale of the committed run:** `{cfg['model']}`, task `{cfg['task']}`, "
         f"{cfg['prompts']} prompts × {cfg['samples']} samples × {cfg['new_tokens']} "
@@ -84,7 +74,31 @@ def scale_line(data: dict) -> str:
             if small
             else ""
         )
-        + (f"Wall time {wall / 60:.1f} min" if wall else "Wall time not recorded")
+        + timing(data)
+    )
+
+
+def timing(data: dict) -> str:
+    """Wall time, invocations, machine, load average and the commits of a run (from
+    its provenance and its ``runs`` record)."""
+    prov = data["provenance"]
+    runs = data.get("runs") or [
+        {
+            "wall_s": prov.get("wall_s"),
+            "load_average_start": prov.get("load_average_start"),
+            "load_average_end": prov.get("load_average_end"),
+            "commit": prov.get("commit"),
+        }
+    ]
+    wall = sum(r["wall_s"] or 0 for r in runs) or None
+    load_avg = "; ".join(
+        f"{r.get('load_average_start')} at the start, {r.get('load_average_end')} at "
+        "the end"
+        for r in runs
+    )
+    computed = ", ".join(sorted({(r.get("commit") or "")[:12] for r in runs}))
+    return (
+        (f"Wall time {wall / 60:.1f} min" if wall else "Wall time not recorded")
         + f" in {len(runs)} invocation(s) on {prov.get('cpu_count')} CPU cores "
         f"({prov.get('cpu')}) shared with other work, load average {load_avg}; units "
         f"computed at commit `{computed}`, summarized at "
@@ -254,10 +268,552 @@ def determinism_block(data: dict | None) -> str:
     )
 
 
+# --- experiments.linearization and experiments.gradient_bounds -------------------
+
+#: display names of the losses the LCO experiments train.
+LOSS_NAMES = {
+    "lco_mse": "LCO-MSE",
+    "lco_kld": "LCO-KLD",
+    "lco_lch": "LCO-LCH",
+    "ppo": "PPO",
+}
+
+
+def _g(x, digits: int = 2) -> str:
+    """``x`` rounded to ``digits`` significant digits, without an exponent from
+    1e-4 to 1e5 (``n/a`` for None).
+
+    Examples:
+        >>> _g(708.3), _g(0.000415), _g(1.0), _g(3e-6)
+        ('710', '0.00042', '1', '3e-06')
+    """
+    return "n/a" if x is None else f"{float(f'{x:.{digits}g}'):g}"
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{_g(100 * x)}%"
+
+
+def _span(values, fmt=_g) -> str:
+    """``lo–hi`` of the values that are not None (one value when they agree)."""
+    xs = sorted(v for v in values if v is not None)
+    if not xs:
+        return "n/a"
+    lo, hi = fmt(xs[0]), fmt(xs[-1])
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+def _mean(ms):
+    return None if not ms else ms.get("mean")
+
+
+def _regimes(data: dict) -> str:
+    found = sorted({u["regime"] for u in data["units"].values()})
+    return ", ".join(f"`{r}`" for r in found)
+
+
+def _seeds(data: dict) -> list[int]:
+    return sorted({u["seed"] for u in data["units"].values()})
+
+
+def load_replay(name: str, root: Path = RESULTS) -> dict | None:
+    """The committed replay of run ``name`` (``--replay``: replay/replay.json)."""
+    path = root / name / "replay" / "replay.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def replay_line(data: dict, replay: dict | None) -> str:
+    """What the committed replay recomputed from the recorded rollouts, and how
+    closely it agreed."""
+    if replay is None:
+        return "**Not replayed yet** (no committed `replay/replay.json`)."
+    units = replay["units"]
+    bad = [u for u, r in units.items() if r.get("missing") or r["over_tol"]]
+    worst = max((r.get("max_rel_diff", 0.0) for r in units.values()), default=0.0)
+    numbers = sum(r.get("numbers", 0) for r in units.values())
+    prov = replay.get("provenance", {})
+    return (
+        f"Replay (`--replay`, every unit recomputed from the recorded rollouts): "
+        f"{len(units)} of {len(data['units'])} units, {numbers:,} numbers, largest "
+        f"relative difference {worst:.1e}, {len(bad)} unit(s) with a number over "
+        f"{replay['tol']:g}"
+        + (f" ({', '.join(bad)})" if bad else "")
+        + f"; at commit `{(prov.get('commit') or '')[:12]}`, {prov.get('started')}."
+    )
+
+
+def _train_dtypes(data: dict) -> str:
+    """The trainer precision of the units (``train_dtype``; float64 when a unit does
+    not record one), with the trainable subsets of each when they differ."""
+    by: dict = {}
+    for u in data["units"].values():
+        by.setdefault(u.get("train_dtype", "float64"), set()).add(u.get("subset"))
+    if len(by) == 1:
+        return next(iter(by))
+    return ", ".join(
+        f"{dtype} (subsets {', '.join(sorted(map(str, subs)))})"
+        for dtype, subs in sorted(by.items())
+    )
+
+
+def lco_scale_line(data: dict, what: str, replay: dict | None = None) -> str:
+    """The scale of a committed linearization or gradient-bounds run: model, batch,
+    seeds, trained response tokens per seed (those of groups with a nonzero GRPO
+    advantage, the only ones whose targets move), regime, wall time, load, commit."""
+    cfg = data["config"]
+    seeds = _seeds(data)
+    per_seed = cfg["prompts"] * cfg["samples"] * cfg["new_tokens"]
+    signal = {}
+    for u in data["units"].values():
+        if "zero_advantage_groups" in u:
+            live = cfg["prompts"] - u["zero_advantage_groups"]
+            signal[u["seed"]] = live * cfg["samples"] * cfg["new_tokens"]
+    missing = data.get("missing_units") or []
+    return (
+        f"**Scale of the committed run** ({what}): `{cfg['model']}`, task "
+        f"`{cfg['task']}`, {cfg['prompts']} prompts × {cfg['samples']} samples × "
+        f"{cfg['new_tokens']} new tokens per seed ({per_seed} trained response "
+        f"tokens, of which {_span(signal.values(), lambda x: f'{x:.0f}')} per seed "
+        f"in groups with a nonzero advantage), {len(seeds)} seeds "
+        f"({seeds[0]}–{seeds[-1]}), "
+        f"{len(data['units'])} units, regime {_regimes(data)} (bfloat16 rollout "
+        f"engine as the anchor, trainer in {_train_dtypes(data)}); mean ± standard "
+        "error over seeds. "
+        + (
+            f"**Not finished (in no number below):** {', '.join(missing)}. "
+            if missing
+            else ""
+        )
+        + timing(data)
+        + " "
+        + replay_line(data, replay)
+    )
+
+
+def _lin_rows(summary: dict) -> list[tuple[str, str, int, dict]]:
+    """``(loss, subset, steps, row)`` per summary key ``loss/subset/m<steps>``."""
+    out = []
+    for key, row in summary.items():
+        loss, sub, m = key.split("/")
+        out.append((loss, sub, int(m[1:]), row))
+    return out
+
+
+def _setting(loss: str, sub: str | None, m: int) -> str:
+    steps = f"{m} step" + ("s" if m > 1 else "")
+    where = (
+        "" if sub is None else (", every block" if sub == "all" else f", last {sub}")
+    )
+    return f"{LOSS_NAMES.get(loss, loss)}{where}, {steps}"
+
+
+def _alpha_at(row: dict, level: str = "0.1"):
+    return row["thresholds"]["residual_median"][level]["alpha_geomean"]
+
+
+def _not_reached(rows, level: str) -> tuple[int, int]:
+    th = [r["thresholds"]["residual_median"][level] for *_, r in rows]
+    return sum(t["not_reached"] for t in th), sum(r["seeds"] for *_, r in rows)
+
+
+def _a1(row: dict, stat: str):
+    return _mean(row["at_alpha_1"].get(stat))
+
+
+def lin_conclusions(data: dict, *, by_subset: bool = False) -> list[str]:
+    """The conclusions of a linearization run, each with its regime, seeds and
+    trainable subset, every number from the summary."""
+    cfg, rows = data["config"], _lin_rows(data["summary"])
+    regime = _regimes(data)
+    out = []
+    subsets = sorted({s for _, s, _, _ in rows}, key=lambda s: (s == "all", s))
+    for sub in subsets:
+        mine = [r for r in rows if r[1] == sub]
+        params = mine[0][3]["trainable_params"]
+        where = "every block" if sub == "all" else f"the last {sub} blocks"
+        seeds = _span([r["seeds"] for *_, r in mine], lambda x: f"{x:.0f}")
+        tag = f"Regime {regime}, {seeds} seed(s) per setting, {where} trainable"
+        lo10, tot = _not_reached(mine, "0.1")
+        lo50, _ = _not_reached(mine, "0.5")
+        out += [
+            f"- {tag} ({params:,} parameters with the final norm; "
+            f"{cfg['optimizer']} at lr {cfg['lr']:g}): at the real update (α = 1) "
+            "the median per-token residual ρ is "
+            f"{_span([_a1(r, 'residual_median') for *_, r in mine], _pct)} "
+            f"(per setting: {_per(mine, lambda r: _pct(_a1(r, 'residual_median')))}).",
+            f"- {tag}: the median residual reaches 10% at α = "
+            f"{_span([_alpha_at(r) for *_, r in mine])} and 50% at α = "
+            f"{_span([_alpha_at(r, '0.5') for *_, r in mine])} times the real "
+            f"update (geometric means over the seeds that crossed inside the grid "
+            f"[{cfg['alpha_min']:g}, {cfg['alpha_max']:g}]; not reached on it: "
+            f"{lo10} of {tot} seed-settings at 10%, {lo50} of {tot} at 50%).",
+            f"- {tag}: evaluated at the linearized logits z + αJΔθ, the median "
+            "relative errors of Δlog π_k, ΔD and Δloss at α = 1 are "
+            f"{_span([_a1(r, 'logp_lin_relerr_median') for *_, r in mine], _pct)}, "
+            f"{_span([_a1(r, 'div_lin_relerr_median') for *_, r in mine], _pct)} "
+            f"and {_span([_a1(r, 'loss_lin_relerr') for *_, r in mine], _pct)}; "
+            "the first-order terms ⟨∇_z f, JΔθ⟩ are off by "
+            f"{_span([_a1(r, 'logp_relerr_median') for *_, r in mine], _pct)}, "
+            f"{_span([_a1(r, 'div_relerr_median') for *_, r in mine], _pct)} and "
+            f"{_span([_a1(r, 'loss_relerr') for *_, r in mine], _pct)}; the "
+            "first-order Δlog π_k has the realized sign on "
+            f"{_span([_a1(r, 'logp_sign_agreement') for *_, r in mine], _pct)} of "
+            "the tokens.",
+        ]
+        out.append(
+            f"- {tag}: the log-log slope of the median residual in α, from α = "
+            f"{cfg['alpha_min']:g} to 1, is "
+            f"{_span([_slope(r) for *_, r in mine], _g3)} "
+            "(1: the residual is the second-order term, proportional to α)."
+        )
+        out += _loss_comparisons(mine, tag)
+    if by_subset and "all" in subsets:
+        out += _subset_comparisons(rows, regime)
+    return out
+
+
+def _slope(row: dict):
+    """Least-squares slope of log ρ against log α over the grid up to α = 1."""
+    import numpy as np
+
+    a = np.asarray(row["alphas"], float)
+    c = np.array([np.nan if v is None else v for v in row["residual_median_curve"]])
+    keep = (a <= 1 + 1e-12) & np.isfinite(c) & (c > 0)
+    if keep.sum() < 2:
+        return None
+    return float(np.polyfit(np.log(a[keep]), np.log(c[keep]), 1)[0])
+
+
+def _per(rows, fmt) -> str:
+    return ", ".join(f"{_setting(loss, None, m)} {fmt(r)}" for loss, _, m, r in rows)
+
+
+def _loss_comparisons(rows, tag: str) -> list[str]:
+    """PPO and LCO-KLD against LCO-MSE: where each leaves the linear regime."""
+    out = []
+    by = {(loss, m): r for loss, _, m, r in rows}
+    for other in ("ppo", "lco_kld"):
+        for m in sorted({m for _, _, m, _ in rows}):
+            a, b = by.get(("lco_mse", m)), by.get((other, m))
+            if a is None or b is None:
+                continue
+            xa, xb = _alpha_at(a), _alpha_at(b)
+            if xa is None or xb is None:
+                continue
+            na = a["thresholds"]["residual_median"]["0.1"]["not_reached"]
+            factor = xa / xb
+            word = "sooner" if factor > 1 else "later"
+            out.append(
+                f"- {tag}: after {m} step{'s' if m > 1 else ''} {LOSS_NAMES[other]} "
+                "reaches a 10% "
+                f"residual at α = {_g(xb)}, LCO-MSE at α = {_g(xa)}"
+                + (f" (over the {a['seeds'] - na} seeds that crossed)" if na else "")
+                + (
+                    f": {LOSS_NAMES[other]} leaves the linear regime "
+                    f"{_g(max(factor, 1 / factor))}× {word}"
+                    if not 0.9 < factor < 1 / 0.9
+                    else ": the two leave the linear regime at about the same α "
+                    "(within 10%)"
+                )
+                + "; ‖Δθ‖ "
+                f"{_g(_mean(b['update_norm']))} vs {_g(_mean(a['update_norm']))}."
+            )
+    return out
+
+
+def _subset_comparisons(rows, regime: str) -> list[str]:
+    """Every block trainable against the last blocks, per loss and step count."""
+    by = {(loss, sub, m): r for loss, sub, m, r in rows}
+    last = sorted({s for _, s, _, _ in rows if s != "all"})
+    out = []
+    for sub in last:
+        pairs = [
+            (loss, m, by[(loss, sub, m)], r)
+            for loss, s, m, r in rows
+            if s == "all" and (loss, sub, m) in by
+        ]
+        factors = [
+            _alpha_at(a) / _alpha_at(w)
+            for _, _, a, w in pairs
+            if _alpha_at(a) and _alpha_at(w)
+        ]
+        grow = [
+            _mean(w["update_norm"]) / _mean(a["update_norm"]) for _, _, a, w in pairs
+        ]
+        worst = min(pairs, key=lambda p: _a1(p[3], "logp_sign_agreement") or 1)
+        seeds = _span([w["seeds"] for *_, w in pairs], lambda x: f"{x:.0f}")
+        tag = f"Regime {regime}, {seeds} seed(s), every block vs the last {sub}"
+        out += [
+            f"- {tag}: with every block the median residual reaches 10% at an α "
+            f"{_factor(factors, 'smaller', 'larger')} (α is in units of each run's "
+            "own real update), and the real update itself is "
+            f"{_factor(grow, 'larger', 'smaller')} in ‖Δθ‖ (the same optimizer and "
+            "learning rate over more parameters); per loss and step count.",
+            f"- {tag}: the lowest sign agreement of the first-order Δlog π_k with "
+            f"the realized change is {_pct(_a1(worst[3], 'logp_sign_agreement'))} "
+            f"({_setting(worst[0], 'all', worst[1])}; last {sub}, same loss and "
+            f"steps: {_pct(_a1(worst[2], 'logp_sign_agreement'))}).",
+        ]
+    return out
+
+
+def _factor(ratios, above: str, below: str) -> str:
+    """``ratios`` (x / y) as "k× above" when all exceed 1, "k× below" when all are
+    under 1, and as the ratios themselves otherwise."""
+    xs = [r for r in ratios if r]
+    if xs and min(xs) > 1:
+        return f"{_span(xs)}× {above}"
+    if xs and max(xs) < 1:
+        return f"{_span([1 / r for r in xs])}× {below}"
+    return f"a factor {_span(xs)} {above} (not the same direction everywhere)"
+
+
+def tiny_lin_conclusion(data: dict) -> str:
+    """The tiny model's ordering of the subsets (the one its test holds)."""
+    cfg, rows = data["config"], _lin_rows(data["summary"])
+    subs = sorted({s for _, s, _, _ in rows}, key=lambda s: (s == "all", s))
+    parts = [
+        f"{'every block' if s == 'all' else f'last {s}'} "
+        f"{_span([_alpha_at(r) for _, x, _, r in rows if x == s])}"
+        for s in subs
+    ]
+    return (
+        f"On the tiny random model (`--tiny`, {len(_seeds(data))} seeds, coin-flip "
+        f"rewards, {cfg['optimizer']} at lr {cfg['lr']:g}, regime {_regimes(data)}) "
+        f"the median residual reaches 10% at α = {'; '.join(parts)} "
+        "(geometric means over seeds, per loss and step count)."
+    )
+
+
+def _bounds_facts(data: dict) -> list[str]:
+    s, units = data["summary"]["bounds"], data["units"]
+    n = len(_seeds(data))
+    tag = f"Regime {_regimes(data)}, {n} seeds"
+    steps = {
+        loss: sum(
+            len(u["steps"]) for k, u in units.items() if k.startswith(f"bounds/{loss}/")
+        )
+        for loss in s
+    }
+    out = []
+    viol = sum(r["bound_violations"] for r in s.values())
+    out.append(
+        f"- {tag}: ‖∇_θL‖ ≤ σ_max(J)·‖∇_zL‖ held at every step ({viol} violations in "
+        f"{sum(steps.values())} steps over {', '.join(LOSS_NAMES[x] for x in s)}); "
+        f"σ_max(J) ≈ {_span([_mean(r['sigma_max']) for r in s.values()])}, growing "
+        f"by a factor {_span([_mean(r['sigma_growth']) for r in s.values()], _g3)} "
+        "over the run (mean over seeds)."
+        if viol == 0
+        else f"- {tag}: ‖∇_θL‖ exceeded σ_max(J)·‖∇_zL‖ at {viol} of "
+        f"{sum(steps.values())} steps."
+    )
+    for loss, r in s.items():
+        t = _mean(r["tightness"])
+        out.append(
+            f"- {tag}: {LOSS_NAMES[loss]}: tightness ‖∇_θL‖/(σ_max‖∇_zL‖) "
+            f"{_g(t)} (per step {_g(r['tightness_min'])}–{_g(r['tightness_max'])})"
+            + (f": the bound overestimates ‖∇_θL‖ about {_g(1 / t)}×" if t else "")
+            + f"; {r['spikes']} gradient spike(s) (> 3× the run's median)."
+        )
+    mse = [u for k, u in units.items() if k.startswith("bounds/lco_mse/")]
+    first, ratios, last = [], [], 0
+    for u in mse:
+        by = {(st["epoch"], st["minibatch"]): st["loss"] for st in u["steps"]}
+        last = max(e for e, _ in by)
+        for (e, j), v in by.items():
+            if e == 0 and last > 0:
+                first.append(v)
+                ratios.append(by[(last, j)] / v if v > 0 else None)
+    if first:  # a minibatch seen in two epochs
+        grads = [
+            max(st["grad_norm"] for st in u["steps"]) / u["steps"][0]["grad_norm"]
+            for u in mse
+        ]
+        out.append(
+            f"- {tag}: LCO-MSE's fixed-target loss on a minibatch is "
+            f"{_span(first)} at its first visit and {_span(ratios)}× that at its "
+            f"last visit {last} epoch(s) later; the parameter gradient grows by a "
+            f"factor {_span(grads)} over the run (largest over first step)."
+        )
+    return out
+
+
+def _g3(x) -> str:
+    return _g(x, 3)
+
+
+def _fixed_facts(data: dict) -> list[str]:
+    s, units = data["summary"]["fixed"], data["units"]
+    tag = f"Regime {_regimes(data)}, {len(_seeds(data))} seeds"
+    out = []
+    for loss, r in s.items():
+        mine = [u for k, u in units.items() if k.startswith(f"fixed/{loss}/")]
+        gaps = [1 - u["real_rate"] for u in mine if u["real_rate"] is not None]
+        diff = max(
+            abs(a - b) / max(abs(a), 1e-300)
+            for u in mine
+            for a, b in zip(u["real_losses"], u["linearized_losses"])
+        )
+        n = r["steps"] * r["seeds"]
+        out.append(
+            f"- {tag}: {LOSS_NAMES[loss]} by gradient descent at η = "
+            f"{_span([u['eta'] for u in mine])} ({r['steps']} steps): the loss "
+            f"falls by a factor 1 − ({_span(gaps)}) per step; the real and the "
+            f"linearized model's losses differ by at most {_g(diff)} (relative); "
+            f"⟨∇_θL, θ − θ*⟩ < 0 at {r['param_inner_negative']} of {n} steps, the "
+            f"needed inequality fails at {r['needed_inequality_fails']} of {n}; "
+            f"{r['outputs']:,} logit outputs vs {r['params']:,} parameters."
+        )
+    return out
+
+
+def reach_facts(data: dict, *, within: float = 0.02) -> list[str]:
+    """Prop. 4.4 with a reachable target: where the inequality holds and fails."""
+    r = data["summary"].get("reach")
+    if not r:
+        return []
+    tag = f"Regime {_regimes(data)}, {r['seeds']} seeds"
+    scales = [x["scale"] for x in r["scales"]]
+    ok = None
+    for i, s in enumerate(scales):
+        if all(
+            p["ratio"][i] is not None and abs(p["ratio"][i] - 1) <= within
+            for p in r["per_seed"].values()
+        ):
+            ok = s
+        else:
+            break
+    loose = [
+        _mean(x["residual"]) / _mean(x["ratio_dev"])
+        for x in r["scales"]
+        if _mean(x["ratio_dev"])
+    ]
+    fails = [p for p in r["per_seed"].values() if p["first_fail_scale"] is not None]
+    last = r["scales"][-1]
+    return [
+        f"- {tag}: every seed's ratio at θ_0 stays within {within:.0%} of 1 up to "
+        f"s = {_g(ok)}"
+        + (
+            f" (ρ there: {_g(_mean(r['scales'][scales.index(ok)]['residual']))})"
+            if ok is not None
+            else ""
+        )
+        + f"; the needed inequality first fails at s = "
+        f"{_span([p['first_fail_scale'] for p in fails])} in {len(fails)} of "
+        f"{r['seeds']} seeds (ρ there "
+        f"{_span([p['residual_at_first_fail'] for p in fails])}), "
+        f"{r['holds_on_whole_grid']} hold(s) on the whole grid; at the largest s "
+        f"= {_g(last['scale'])} it fails at θ_0 in {last['fails']} and at the "
+        f"midpoint in {last['fails_mid']} of {r['seeds']}.",
+        f"- {tag}: the Cauchy-Schwarz bound abs(ratio − 1) ≤ ρ held at every scale "
+        f"and seed ({r['ratio_bound_violations']} violations) and is "
+        f"{_span(loose)}× loose (mean ρ over mean abs(ratio − 1), per s)."
+        if r["ratio_bound_violations"] == 0
+        else f"- {tag}: abs(ratio − 1) ≤ ρ failed {r['ratio_bound_violations']} times.",
+    ]
+
+
+def gradient_conclusions(data: dict) -> list[str]:
+    """The conclusions of a gradient-bounds run, every number from the results."""
+    s = data["summary"]
+    return [
+        *(_bounds_facts(data) if s["bounds"] else []),
+        *(_fixed_facts(data) if s["fixed"] else []),
+        *reach_facts(data),
+    ]
+
+
+def _section(report, data: dict) -> str:
+    """A report module's ``section`` (its tables), as a docs block: its headings
+    one level below the page's sections."""
+    lines = report.section(data).strip().split("\n")
+    return "\n".join("##" + ln if ln.startswith("## ") else ln for ln in lines)
+
+
+#: the committed figures of each LCO report module, with their alt text.
+FIGURES = {
+    "_linearization_report": [("residual_vs_alpha.png", "residual vs alpha")],
+    "_gradient_report": [
+        ("bounds.png", "gradient norms and bounds per step"),
+        ("fixed_target.png", "loss on a fixed target, real vs linearized"),
+        ("reach.png", "Prop. 4.4 with a reachable target"),
+    ],
+}
+
+
+def lco_blocks(root: Path = RESULTS) -> dict[str, str]:
+    """The blocks of docs/linearization.md and the findings block."""
+    lin, sub = load("linearization", root), load("linearization_subsets", root)
+    grad, tiny = load("gradient_bounds", root), load("reach_tiny", root)
+    lin_tiny = load("linearization_tiny", root)
+    out = {}
+    for key, data, name, what in (
+        ("linearization", lin, "linearization", "`experiments.linearization`"),
+        (
+            "linearization-subsets",
+            sub,
+            "linearization_subsets",
+            "`experiments.linearization --losses lco_mse,lco_kld,ppo --subsets "
+            "2,all --seeds 3`",
+        ),
+        ("gradient", grad, "gradient_bounds", "`experiments.gradient_bounds`"),
+        (
+            "reach-tiny",
+            tiny,
+            "reach_tiny",
+            "`experiments.gradient_bounds --tiny --losses '' --fixed-losses ''`",
+        ),
+    ):
+        if data is None:
+            for part in ("scale", "tables", "conclusions"):
+                out[f"{key}-{part}"] = _missing(name)
+            continue
+        report = (
+            _gradient_report
+            if name in ("gradient_bounds", "reach_tiny")
+            else (_linearization_report)
+        )
+        out[f"{key}-scale"] = lco_scale_line(data, what, load_replay(name, root))
+        figures = [
+            f"![{alt}](../experiments/results/{name}/{png})"
+            for png, alt in FIGURES[report.__name__.rsplit(".", 1)[-1]]
+            if (root / name / png).exists()
+        ]
+        out[f"{key}-tables"] = "\n\n".join([_section(report, data), *figures])
+        facts = (
+            gradient_conclusions(data)
+            if report is _gradient_report
+            else lin_conclusions(data, by_subset=True)
+        )
+        out[f"{key}-conclusions"] = "\n".join(facts)
+    out["linearization-tiny"] = (
+        _missing("linearization_tiny")
+        if lin_tiny is None
+        else lco_scale_line(
+            lin_tiny,
+            "`experiments.linearization --tiny`",
+            load_replay("linearization_tiny", root),
+        )
+        + "\n\n"
+        + tiny_lin_conclusion(lin_tiny)
+    )
+    return out
+
+
 def blocks(root: Path = RESULTS) -> dict[tuple[str, str], str]:
     """Every generated experiment block, keyed ``(page, name)``."""
     probes = probe_blocks(load("sign_agreement", root))
+    lco = lco_blocks(root)
+    findings = "\n\n".join(
+        dict.fromkeys(  # an absent run's one "not measured yet" line, once
+            lco[f"{key}-{part}"]
+            for key in ("linearization", "linearization-subsets", "gradient")
+            for part in ("scale", "conclusions")
+        )
+    )
     return {
+        **{("docs/linearization.md", name): body for name, body in lco.items()},
+        ("docs/findings.md", "findings-linearization"): findings,
         ("docs/probes.md", "probes-scale"): probes["probes-scale"],
         ("docs/probes.md", "probes-tables"): probes["probes-tables"],
         ("docs/probes.md", "probes-conclusions"): probes["probes-conclusions"],

@@ -9,6 +9,8 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -36,9 +38,7 @@ def test_a_changed_result_makes_its_blocks_stale(tmp_path):
     res = tmp_path / "results"
     (res / "sign_agreement").mkdir(parents=True)
     data = json.loads(src.read_text())
-    for page in ("README.md", "docs/probes.md", "docs/findings.md", "docs/demo.md"):
-        (tmp_path / page).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(ROOT / page, tmp_path / page)
+    _copy_pages(tmp_path)
     (res / "sign_agreement" / "results.json").write_text(json.dumps(data))
     for other in (ROOT / "experiments" / "results").iterdir():
         if other.is_dir() and other.name != "sign_agreement":
@@ -51,6 +51,120 @@ def test_a_changed_result_makes_its_blocks_stale(tmp_path):
     stale = docgen.stale_blocks(gen.blocks(res), tmp_path)
     assert "docs/probes.md:probes-tables" in stale
     assert "README.md:readme-probes" in stale
+
+
+def _copy_pages(dest):
+    """Every page with an experiment block, copied under ``dest``."""
+    for page in sorted({page for page, _ in gen.blocks()}):
+        (dest / page).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / page, dest / page)
+
+
+def _copy_results(dest, changed: str | None = None, edit=None):
+    """The committed results under ``dest``/results; ``edit(data)`` changes the
+    results.json of run ``changed``. Returns the folder."""
+    res = dest / "results"
+    shutil.copytree(ROOT / "experiments" / "results", res)
+    if changed is not None:
+        path = res / changed / "results.json"
+        data = json.loads(path.read_text())
+        edit(data)
+        path.write_text(json.dumps(data))
+    return res
+
+
+PARTS = ("scale", "tables", "conclusions")
+
+#: a number of each LCO run's summary, and the blocks a change of it must reach.
+LCO_CASES = [
+    (
+        "linearization",
+        lambda d: d["summary"]["lco_mse/2/m1"]["at_alpha_1"]["residual_median"],
+        [
+            "docs/linearization.md:linearization-tables",
+            "docs/linearization.md:linearization-conclusions",
+            "docs/findings.md:findings-linearization",
+        ],
+    ),
+    (
+        "linearization_subsets",
+        lambda d: d["summary"]["ppo/all/m4"]["at_alpha_1"]["logp_sign_agreement"],
+        [
+            "docs/linearization.md:linearization-subsets-tables",
+            "docs/linearization.md:linearization-subsets-conclusions",
+            "docs/findings.md:findings-linearization",
+        ],
+    ),
+    (
+        "gradient_bounds",
+        lambda d: d["summary"]["bounds"]["ppo"]["tightness"],
+        [
+            "docs/linearization.md:gradient-tables",
+            "docs/linearization.md:gradient-conclusions",
+            "docs/findings.md:findings-linearization",
+        ],
+    ),
+    (
+        "reach_tiny",
+        lambda d: d["summary"]["reach"]["scales"][0]["residual"],
+        ["docs/linearization.md:reach-tiny-tables"],
+    ),
+    (
+        "linearization_tiny",
+        lambda d: d["summary"]["lco_mse/all/m1"]["thresholds"]["residual_median"][
+            "0.1"
+        ],
+        ["docs/linearization.md:linearization-tiny"],
+    ),
+]
+
+
+#: the docs/linearization.md blocks each LCO run renders.
+RUN_BLOCKS = {
+    "linearization": [f"linearization-{p}" for p in PARTS],
+    "linearization_subsets": [f"linearization-subsets-{p}" for p in PARTS],
+    "gradient_bounds": [f"gradient-{p}" for p in PARTS],
+    "reach_tiny": [f"reach-tiny-{p}" for p in PARTS],
+    "linearization_tiny": ["linearization-tiny"],
+}
+
+
+@pytest.mark.parametrize(("name", "number", "blocks"), LCO_CASES)
+def test_a_changed_lco_result_makes_its_blocks_stale(name, number, blocks, tmp_path):
+    if not (ROOT / "experiments" / "results" / name / "results.json").exists():
+        pytest.skip(f"no committed {name} run: its blocks are 'not measured yet'")
+    _copy_pages(tmp_path)
+    assert docgen.stale_blocks(gen.blocks(_copy_results(tmp_path)), tmp_path) == []
+
+    def edit(data):
+        stat = number(data)
+        stat["mean" if "mean" in stat else "alpha_geomean"] *= 1.37
+
+    res = _copy_results(tmp_path / "other", name, edit)
+    stale = set(docgen.stale_blocks(gen.blocks(res), tmp_path))
+    assert set(blocks) <= stale
+    # and no block of another run
+    assert stale <= {f"docs/linearization.md:{b}" for b in RUN_BLOCKS[name]} | {
+        "docs/findings.md:findings-linearization"
+    }
+
+
+@pytest.mark.parametrize("name", list(RUN_BLOCKS))
+def test_an_absent_lco_run_renders_not_measured_in_its_blocks(name, tmp_path):
+    res = _copy_results(tmp_path)
+    shutil.rmtree(res / name, ignore_errors=True)
+    got = gen.blocks(res)
+    missing = (
+        f"Not measured yet: no committed `experiments/results/{name}/results.json`"
+    )
+    for block in RUN_BLOCKS[name]:
+        assert got[("docs/linearization.md", block)] == f"*{missing}.*"
+    others = [
+        body
+        for (page, block), body in got.items()
+        if page == "docs/linearization.md" and block not in RUN_BLOCKS[name]
+    ]
+    assert others and not any(missing in body for body in others)
 
 
 def test_a_missing_results_file_renders_not_measured(tmp_path):
