@@ -244,13 +244,10 @@ def _with_values(fit: symbolic.SampledTokenFit, values):
     return symbolic.SampledTokenFit(parts[0], parts[1], fit.policy_k)
 
 
-def fit_whole(d3: Derived, d4: Derived, sampled: int, fit3=None, fit4=None):
-    """The fit when it is the same at V = 3 and V = 4 (``fit3``, ``fit4``:
-    ``fit_one(d3)``, ``fit_one(d4)`` when the caller has them already), else None."""
-    forms = [
-        fit3 if fit3 is not None else fit_one(d3, sampled),
-        fit4 if fit4 is not None else fit_one(d4, sampled),
-    ]
+def fit_whole(d3: Derived, d4: Derived, sampled: int, fit3=None):
+    """The fit when it is the same at V = 3 and V = 4 (``fit3``: ``fit_one(d3)``
+    when the caller has it already), else None."""
+    forms = [fit3 if fit3 is not None else fit_one(d3, sampled), fit_one(d4, sampled)]
     if None in forms:
         return None
     a, b = forms

@@ -62,37 +62,9 @@ class StructureOutcome:
     unsupported_at: int | None = None
 
 
-def _derive_job(spec: str, params, vocab: int, sampled: int, dynamic: bool):
-    """The structure stage's derivation at one V and its sampled-token fit, run in the
-    helper process beside :func:`_structure_job` (module level: picklable).
-
-    Returns:
-        ``(derived, (ok, fit or the exception fit_one raised))``: the fit's own
-        outcome, so that an error in it is raised where the stage would fit this V,
-        not where it derives it.
-    """
-    from theorycheck.convexity._genericity import one_program
-    from theorycheck.convexity._sampled import fit_one
-    from theorycheck.convexity._structural import derive
-
-    resolved = resolve(spec)
-    loss = one_program(resolved.loss) if dynamic else resolved.loss
-    exact = build_inputs(resolved, params, vocab, sampled).exact
-    derived = derive(loss, vocab, sampled, exact, affine=True)
-    try:
-        return derived, (True, fit_one(derived, sampled))
-    except Exception as err:
-        return derived, (False, err)
-
-
 def _structure_job(spec: str, params, sampled: int, timeout_ms: int, dynamic: bool):
-    """The structure stage, run in a separate process (module level: picklable).
-
-    V = 4 comes from :func:`_derive_job` when the helper process ran it beside this
-    one (:func:`~theorycheck.convexity._budget.aside_result`); otherwise it is derived
-    here. It is the same function of the same inputs either way."""
+    """The structure stage, run in a separate process (module level: picklable)."""
     from theorycheck.bridge import UnsupportedOperation
-    from theorycheck.convexity._budget import aside_result
     from theorycheck.convexity._genericity import one_program
     from theorycheck.convexity._structural import analyse_structure
 
@@ -103,23 +75,12 @@ def _structure_job(spec: str, params, sampled: int, timeout_ms: int, dynamic: bo
         asked.append(v)
         return build_inputs(resolved, params, v, sampled).exact
 
-    def from_helper():
-        got = aside_result()
-        if got is None:
-            return None
-        asked.append(4)
-        ok, value = got
-        if not ok:
-            raise value
-        return value
-
     try:
         return analyse_structure(
             one_program(resolved.loss) if dynamic else resolved.loss,
             sampled,
             exact,
             timeout_ms=timeout_ms,
-            derived_4=from_helper,
         )
     except UnsupportedOperation as err:
         err.vocab = asked[-1] if asked else None  # the V whose translation failed
@@ -156,22 +117,10 @@ def structure_stage(
 def structure_start(spec, params, sampled, budget, timeout_ms, dynamic=False):
     """Starts :func:`structure_stage`'s work in the worker process and returns at
     once (collect it with :func:`structure_finish`; the caller may run the numeric
-    stages meanwhile). ``None`` when the budget is already spent.
-
-    The derivation at V = 4 and its fit (:func:`_derive_job`) run at the same time in
-    the helper process, on the second core, while the worker derives and fits V = 3
-    (and, for the sampled-token family, goes on while V = 4 is still under way); the
-    worker takes them over when it gets there (:mod:`theorycheck.convexity._budget`).
-    """
+    stages meanwhile). ``None`` when the budget is already spent."""
     try:
         return budget.submit_in_process(
-            _structure_job,
-            spec,
-            params,
-            sampled,
-            timeout_ms,
-            dynamic,
-            aside=(_derive_job, (spec, params, 4, sampled, dynamic)),
+            _structure_job, spec, params, sampled, timeout_ms, dynamic
         )
     except StageTimeout:
         return None

@@ -60,31 +60,8 @@ def _with_affine(result: StructureResult, derived: dict[int, Derived]):
     return dataclasses.replace(result, affine=amap, detail=result.detail + note)
 
 
-def _at_4(loss, sampled: int, exact_inputs_fn, derived_4):
-    """``(derived at V = 4, (ok, its fit or fit_one's error) or None)``: from
-    ``derived_4`` when it has them, else derived here (no fit yet)."""
-    got = derived_4() if derived_4 is not None else None
-    if got is None:
-        return derive(loss, 4, sampled, exact_inputs_fn(4), affine=True), None
-    return got
-
-
-def _fit_whole(derived, sampled: int, fit3, outcome4):
-    """:func:`fit_whole` at V = 3 and 4 with ``fit3`` and, when it was computed
-    with V = 4, V = 4's fit outcome ``(ok, fit or fit_one's error)``: the error is
-    raised here, where ``fit_whole`` would meet it."""
-    if outcome4 is None:
-        return fit_whole(derived[3], derived[4], sampled, fit3=fit3)
-    ok, fit4 = outcome4
-    if not ok:
-        raise fit4
-    if fit4 is None:
-        return None
-    return fit_whole(derived[3], derived[4], sampled, fit3=fit3, fit4=fit4)
-
-
 def analyse_structure(
-    loss, sampled: int, exact_inputs_fn, *, timeout_ms: int, derived_4=None
+    loss, sampled: int, exact_inputs_fn, *, timeout_ms: int
 ) -> tuple[StructureResult, dict[int, Derived]]:
     """Runs the structure stage at V = 3 and V = 4.
 
@@ -93,11 +70,6 @@ def analyse_structure(
         sampled: ``k`` (must be < 3).
         exact_inputs_fn: ``V -> exact SymPy inputs``.
         timeout_ms: z3 timeout per claim.
-        derived_4: ``() -> (derive(loss, 4, ...), (ok, fit_one of it or its
-            error))`` computed elsewhere (the helper process, beside V = 3), or None
-            when it was not: then V = 4 is derived here. Called only where V = 4 is
-            needed, in the same order as here, so the result and any error are those
-            of deriving it here.
 
     Returns:
         ``(result, derived)`` with the derived forms by ``V`` (reused by later
@@ -107,14 +79,14 @@ def analyse_structure(
     derived = {3: derive(loss, 3, sampled, exact_inputs_fn(3), affine=True)}
     fit3 = fit_one(derived[3], sampled)
     if fit3 is not None:
-        derived[4], fit4 = _at_4(loss, sampled, exact_inputs_fn, derived_4)
-        fit = _fit_whole(derived, sampled, fit3, fit4)
+        derived[4] = derive(loss, 4, sampled, exact_inputs_fn(4), affine=True)
+        fit = fit_whole(derived[3], derived[4], sampled, fit3=fit3)
         if fit is not None:
             return _with_affine(sampled_token(fit, timeout_ms), derived), derived
     verdicts = []
     for v in (3, 4):
-        if v not in derived:  # V = 4, once V = 3 has a family
-            derived[v], _ = _at_4(loss, sampled, exact_inputs_fn, derived_4)
+        if v not in derived:
+            derived[v] = derive(loss, v, sampled, exact_inputs_fn(v), affine=True)
         verdict = decide_terms(derived[v].expr, derived[v].logits)
         if verdict is None:
             return StructureResult(
