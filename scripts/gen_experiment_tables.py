@@ -96,7 +96,17 @@ def timing(data: dict) -> str:
         "the end"
         for r in runs
     )
-    computed = ", ".join(sorted({(r.get("commit") or "")[:12] for r in runs}))
+    # the commits the units were computed at (a run killed before its end records
+    # no invocation of its own; its units still record theirs)
+    shas = set((data.get("unit_commits") or {}).values()) or {
+        r.get("commit") or "" for r in runs
+    }
+    computed = ", ".join(
+        sorted(
+            sha[:12] + (" (tracked files changed)" if "+dirty" in sha else "")
+            for sha in shas
+        )
+    )
     return (
         (f"Wall time {wall / 60:.1f} min" if wall else "Wall time not recorded")
         + f" in {len(runs)} invocation(s) on {prov.get('cpu_count')} CPU cores "
