@@ -26,7 +26,7 @@ probed with ``probe_rows="minibatch"`` (the experiment's setting), cold and warm
 once more with the matched controls in the probe's own pass (``controls_seed``, the
 experiment's route), against the matched controls in a second pass.
 
-Usage: python benchmarks/bench_probe.py [--new-tokens 64] [--prompts 8] [--samples 8]
+Usage: python benchmarks/bench_probe.py [--new-tokens 64] [--prompts 2] [--samples 8]
 [--redraws 8] [--min-mixed 2] [--json-out PATH] (the defaults are
 ``experiments.sign_agreement.Config``'s). With ``--json-out`` it writes every
 measurement, the ratios, the targets and the provenance as JSON (``make bench`` writes
