@@ -30,9 +30,14 @@ def mixed_groups(rollouts: Rollouts) -> int:
         >>> mixed_groups(r)
         1
     """
+    return len(_mixed_ids(rollouts))
+
+
+def _mixed_ids(rollouts: Rollouts) -> list:
+    """The group ids whose rewards are not all equal, in id order."""
     reward = np.asarray(rollouts.reward)
     group = np.asarray(rollouts.group)
-    return sum(int(np.ptp(reward[group == g]) > 0) for g in np.unique(group))
+    return [g for g in np.unique(group) if np.ptp(reward[group == g]) > 0]
 
 
 def collect_mixed(
@@ -143,9 +148,9 @@ def collect_filled(
     for d in range(redraws + 1):
         out = _draw(model, task, prompts, seed, d, engine_dtype, collect_kwargs)
         draws[d] = out
-        reward, group = np.asarray(out.reward), np.asarray(out.group)
+        ids = set(_mixed_ids(out))
         for g in range(prompts):
-            (mixed if np.ptp(reward[group == g]) > 0 else rest).append((d, g))
+            (mixed if g in ids else rest).append((d, g))
         if len(mixed) >= need:
             break
     chosen = mixed[:prompts]
