@@ -254,14 +254,16 @@ def _tokens_only_traced(record, gen):
 def _search_vocabs(vocab, differ, gen) -> list[int]:
     """The V searched: the requested ones, every V where the program differs, and,
     unless the loss is one formula for every V and equivariant under relabelling the
-    tokens, V = 2 and one larger V: the smallest V above every integer constant that
-    meets V, ``k`` or ``iota`` (two above the largest; at most 512), and at least
-    16; and the V beyond the traced ones where the program was seen to change
+    tokens, V = 2, a V above every integer constant that meets V, ``k`` or ``iota``
+    (two above the largest; at most 512) and V = 16 unless that V is already larger;
+    and the V beyond the traced ones where the program was seen to change
     (``gen.changes``)."""
     out = set(vocab) | set(differ) | set(gen.changes)
     if differ or not gen.uniform or not gen.equivariant:
         above = max(gen.constants, default=0) + 2
-        out |= {2, max(16, above) if above <= 512 else 16}
+        out |= {2} | ({above} if above <= 512 else set())
+        if not 16 < above <= 512:
+            out.add(16)
     return sorted(out)
 
 
