@@ -446,7 +446,9 @@ def symbolic_v(
     cannot be decided and tracing raises (``InconclusiveDimensionOperation``); so a
     loss that traces this way is one program for every V >= 2, and one that does not
     keeps the scope of the V decided. The integer constants of the comparison that
-    failed are returned so that the search also runs above them.
+    failed are returned so that the search also runs above them. A loss translated
+    from another framework answers through its own ``symbolic_v(inputs_by_v)``
+    (PyTorch: ``torch.export`` with a dynamic V, ``theorycheck.torchfront``).
 
     Args:
         loss: ``loss(logits, sampled, **inputs)``.
@@ -456,6 +458,9 @@ def symbolic_v(
     """
     import re
 
+    own = getattr(loss, "symbolic_v", None)
+    if callable(own):  # a translated loss (PyTorch) answers for its own source
+        return own(inputs_by_v)
     (sym,) = jax.export.symbolic_shape("V", constraints=("V >= 2",))
     in3, in4 = inputs_by_v[3], inputs_by_v[4]
     specs, scalars = {}, {}

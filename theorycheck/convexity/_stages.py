@@ -287,6 +287,7 @@ def invariance_stage(resolved, params):
         {v: build_inputs(resolved, params, v, 0, exact=False).numeric for v in (3, 4)},
         dynamic=dynamic,
     )
+    hidden = bool(why_sym) and not differ and gen.uniform
     if why_sym:  # the Python may branch on V: the traced V are all that is shown
         constants = tuple(sorted(set(gen.constants) | set(sym_constants)))
         above = max(constants, default=0) + 2
@@ -312,6 +313,14 @@ def invariance_stage(resolved, params):
             f"the jaxpr at V = {', '.join(map(str, differ))} is not the V = "
             f"{vocabs[0]} program up to the vocabulary size (the code depends on V): "
             "no claim for every V, only for the V decided"
+        )
+        vrec = StageRecord(
+            "vocab invariance", StageStatus.UNKNOWN, detail, Stage.INVARIANCE
+        )
+    elif hidden:
+        detail = (
+            f"one program at V = {listed}, but not shown to be one for every V "
+            f"({gen.why_v}): no claim for every V, only for the V decided"
         )
         vrec = StageRecord(
             "vocab invariance", StageStatus.UNKNOWN, detail, Stage.INVARIANCE
