@@ -758,10 +758,14 @@ def replay(exp, src: str, *, tol: float = 1e-6, only: list[str] | None = None) -
     bad = [u for u, r in report.items() if r.get("missing") or r["over_tol"]]
     out_dir = os.path.join(os.path.dirname(path), "replay")
     os.makedirs(out_dir, exist_ok=True)
-    write_json(
+    record = _merged_replay(
         os.path.join(out_dir, "replay.json"),
-        {"tol": tol, "units": report, "provenance": provenance(cfg, seeds=[])},
+        report,
+        tol,
+        provenance(cfg, seeds=[]),
+        data["units"],
     )
+    write_json(os.path.join(out_dir, "replay.json"), record)
     worst = max((r.get("max_rel_diff", 0.0) for r in report.values()), default=0.0)
     print(
         f"replay: {len(report)} units, largest relative difference {worst:.1e}, "
@@ -769,6 +773,32 @@ def replay(exp, src: str, *, tol: float = 1e-6, only: list[str] | None = None) -
         + (f" ({', '.join(bad[:5])})" if bad else "")
     )
     return 1 if bad else 0
+
+
+def _merged_replay(path: str, report: dict, tol: float, prov: dict, units) -> dict:
+    """The replay record with this replay's units added: a replay of some units
+    (``--replay-units``) keeps the units an earlier replay at the same tolerance
+    checked (still in the results file), each unit with the ``run`` (index into
+    ``runs``, one provenance per replay) that checked it; a unit replayed again is
+    replaced."""
+    old = {}
+    if os.path.exists(path):
+        with open(path) as fh:
+            old = json.load(fh)
+    runs, kept = [], {}
+    if old.get("tol") == tol:
+        runs = list(old.get("runs") or [old["provenance"]])
+        for uid, rec in old.get("units", {}).items():
+            if uid in units and uid not in report:
+                kept[uid] = {"run": 0, **rec}
+    runs.append(prov)
+    merged = {**kept, **{u: {**r, "run": len(runs) - 1} for u, r in report.items()}}
+    return {
+        "tol": tol,
+        "units": dict(sorted(merged.items())),
+        "runs": runs,
+        "provenance": prov,
+    }
 
 
 def _same_analysis(exp, data: dict, src: str) -> None:
