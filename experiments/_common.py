@@ -151,12 +151,13 @@ def versions() -> dict[str, str]:
     return out
 
 
-def commit() -> dict:
+def commit(out_dir: str | None = None) -> dict:
     """``{"commit", "dirty"}`` of the repository (``theorycheck.reproduce.git_state``:
-    the one definition of "dirty")."""
+    the one definition of "dirty"); changes inside ``out_dir`` (the run's own output,
+    which a resumed run of committed results rewrites) do not count."""
     from theorycheck.reproduce import git_state
 
-    return git_state()
+    return git_state(out_dir)
 
 
 def provenance(config, *, seeds, **extra) -> dict:
@@ -165,7 +166,10 @@ def provenance(config, *, seeds, **extra) -> dict:
     ``extra`` (wall time, load average at the end)."""
     from theorycheck.reproduce import provenance as record
 
-    return record(seeds=list(seeds), config=dataclasses.asdict(config), **extra)
+    out = getattr(config, "out", None)
+    return record(
+        seeds=list(seeds), config=dataclasses.asdict(config), outside=out, **extra
+    )
 
 
 def jsonable(obj):
@@ -213,6 +217,7 @@ class ResultStore:
 
     def __init__(self, out_dir: str, config, *, fresh: bool = False):
         os.makedirs(out_dir, exist_ok=True)
+        self.out_dir = out_dir
         self.path = os.path.join(out_dir, "results.json")
         self.timings_path = os.path.join(out_dir, "timings.json")
         want = jsonable(dataclasses.asdict(config))
@@ -243,7 +248,7 @@ class ResultStore:
         """Records a finished unit (and the commit that computed it) and writes the
         file."""
         self.data["units"][unit] = jsonable(result)
-        state = commit()
+        state = commit(self.out_dir)
         sha = state["commit"]
         self.data.setdefault("unit_commits", {})[unit] = (
             f"{sha}+dirty" if sha and state["dirty"] else sha
@@ -663,7 +668,7 @@ def run(exp, cfg, *, fresh: bool = False, report_only: bool = False) -> int:
                 "wall_s": round(time.time() - start, 1),
                 "load_average_start": load0,
                 "load_average_end": load_average(),
-                **commit(),
+                **commit(cfg.out),
             }
         )
     extra = {"load_average_end": load_average()}
