@@ -190,8 +190,13 @@ def test_a_partial_replay_keeps_the_units_an_earlier_one_checked(tmp_path):
 
     path = tmp_path / "replay.json"
     units = {"a": {}, "b": {}, "c": {}}
-    first = _merged_replay(str(path), {"a": {"max_rel_diff": 0.0, "over_tol": []}},
-                           1e-6, {"commit": "1" * 40, "started": "t1"}, units)  # fmt: skip
+    first = _merged_replay(
+        str(path),
+        {"a": {"max_rel_diff": 0.0, "over_tol": []}},
+        1e-6,
+        {"commit": "1" * 40, "started": "t1"},
+        units,
+    )
     path.write_text(json.dumps(first))
     second = _merged_replay(
         str(path),
