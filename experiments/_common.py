@@ -151,12 +151,13 @@ def versions() -> dict[str, str]:
     return out
 
 
-def commit() -> dict:
+def commit(out_dir: str | None = None) -> dict:
     """``{"commit", "dirty"}`` of the repository (``theorycheck.reproduce.git_state``:
-    the one definition of "dirty")."""
+    the one definition of "dirty"); changes inside ``out_dir`` (the run's own output,
+    which a resumed run of committed results rewrites) do not count."""
     from theorycheck.reproduce import git_state
 
-    return git_state()
+    return git_state(out_dir)
 
 
 def provenance(config, *, seeds, **extra) -> dict:
@@ -165,7 +166,10 @@ def provenance(config, *, seeds, **extra) -> dict:
     ``extra`` (wall time, load average at the end)."""
     from theorycheck.reproduce import provenance as record
 
-    return record(seeds=list(seeds), config=dataclasses.asdict(config), **extra)
+    out = getattr(config, "out", None)
+    return record(
+        seeds=list(seeds), config=dataclasses.asdict(config), outside=out, **extra
+    )
 
 
 def jsonable(obj):
@@ -213,6 +217,7 @@ class ResultStore:
 
     def __init__(self, out_dir: str, config, *, fresh: bool = False):
         os.makedirs(out_dir, exist_ok=True)
+        self.out_dir = out_dir
         self.path = os.path.join(out_dir, "results.json")
         self.timings_path = os.path.join(out_dir, "timings.json")
         want = jsonable(dataclasses.asdict(config))
@@ -243,7 +248,7 @@ class ResultStore:
         """Records a finished unit (and the commit that computed it) and writes the
         file."""
         self.data["units"][unit] = jsonable(result)
-        state = commit()
+        state = commit(self.out_dir)
         sha = state["commit"]
         self.data.setdefault("unit_commits", {})[unit] = (
             f"{sha}+dirty" if sha and state["dirty"] else sha
@@ -663,7 +668,7 @@ def run(exp, cfg, *, fresh: bool = False, report_only: bool = False) -> int:
                 "wall_s": round(time.time() - start, 1),
                 "load_average_start": load0,
                 "load_average_end": load_average(),
-                **commit(),
+                **commit(cfg.out),
             }
         )
     extra = {"load_average_end": load_average()}
@@ -758,10 +763,14 @@ def replay(exp, src: str, *, tol: float = 1e-6, only: list[str] | None = None) -
     bad = [u for u, r in report.items() if r.get("missing") or r["over_tol"]]
     out_dir = os.path.join(os.path.dirname(path), "replay")
     os.makedirs(out_dir, exist_ok=True)
-    write_json(
+    record = _merged_replay(
         os.path.join(out_dir, "replay.json"),
-        {"tol": tol, "units": report, "provenance": provenance(cfg, seeds=[])},
+        report,
+        tol,
+        provenance(cfg, seeds=[]),
+        data["units"],
     )
+    write_json(os.path.join(out_dir, "replay.json"), record)
     worst = max((r.get("max_rel_diff", 0.0) for r in report.values()), default=0.0)
     print(
         f"replay: {len(report)} units, largest relative difference {worst:.1e}, "
@@ -769,6 +778,32 @@ def replay(exp, src: str, *, tol: float = 1e-6, only: list[str] | None = None) -
         + (f" ({', '.join(bad[:5])})" if bad else "")
     )
     return 1 if bad else 0
+
+
+def _merged_replay(path: str, report: dict, tol: float, prov: dict, units) -> dict:
+    """The replay record with this replay's units added: a replay of some units
+    (``--replay-units``) keeps the units an earlier replay at the same tolerance
+    checked (still in the results file), each unit with the ``run`` (index into
+    ``runs``, one provenance per replay) that checked it; a unit replayed again is
+    replaced."""
+    old = {}
+    if os.path.exists(path):
+        with open(path) as fh:
+            old = json.load(fh)
+    runs, kept = [], {}
+    if old.get("tol") == tol:
+        runs = list(old.get("runs") or [old["provenance"]])
+        for uid, rec in old.get("units", {}).items():
+            if uid in units and uid not in report:
+                kept[uid] = {"run": 0, **rec}
+    runs.append(prov)
+    merged = {**kept, **{u: {**r, "run": len(runs) - 1} for u, r in report.items()}}
+    return {
+        "tol": tol,
+        "units": dict(sorted(merged.items())),
+        "runs": runs,
+        "provenance": prov,
+    }
 
 
 def _same_analysis(exp, data: dict, src: str) -> None:

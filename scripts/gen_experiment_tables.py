@@ -341,14 +341,24 @@ def replay_line(data: dict, replay: dict | None) -> str:
     bad = [u for u, r in units.items() if r.get("missing") or r["over_tol"]]
     worst = max((r.get("max_rel_diff", 0.0) for r in units.values()), default=0.0)
     numbers = sum(r.get("numbers", 0) for r in units.values())
-    prov = replay.get("provenance", {})
+    runs = replay.get("runs") or [replay.get("provenance", {})]
+    used = sorted({r.get("run", 0) for r in units.values()})
+    when = ", ".join(
+        f"`{(runs[i].get('commit') or '')[:12]}` ({runs[i].get('started')})"
+        for i in used
+    )
+    which = (
+        "every unit"
+        if len(units) == len(data["units"])
+        else ", ".join(f"`{u}`" for u in sorted(units))
+    )
     return (
-        f"Replay (`--replay`, every unit recomputed from the recorded rollouts): "
-        f"{len(units)} of {len(data['units'])} units, {numbers:,} numbers, largest "
-        f"relative difference {worst:.1e}, {len(bad)} unit(s) with a number over "
-        f"{replay['tol']:g}"
+        f"Replay (`--replay`, recomputed from the recorded rollouts): "
+        f"{len(units)} of {len(data['units'])} units ({which}), {numbers:,} numbers, "
+        f"largest relative difference {worst:.1e}, {len(bad)} unit(s) with a number "
+        f"over {replay['tol']:g}"
         + (f" ({', '.join(bad)})" if bad else "")
-        + f"; at commit `{(prov.get('commit') or '')[:12]}`, {prov.get('started')}."
+        + f"; at commit{'s' if len(used) > 1 else ''} {when}."
     )
 
 

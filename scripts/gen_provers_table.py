@@ -76,6 +76,8 @@ TRUTH = {
         "vocab_scale": N,
         "mean_squares": C,
         "carried_witness": N,
+        "shape_branch": N,
+        "len_branch": N,
     },
 }
 #: registry rows the registry table leaves unknown (name, adv).

@@ -115,3 +115,23 @@ def carried_witness(logits, sampled):
     n = jnp.sum(jnp.arange(v) >= 5)
     sign = jnp.where(n > 0, 1.0, -1.0)
     return -sign * _lp(logits)[sampled]
+
+
+def shape_branch(logits, sampled):
+    """A Python branch on V: -log pi_k for V <= 40 (convex), log pi_k above (H = -S,
+    not convex from V = 41). The jaxprs at V = 2 .. 16 are one program; only a trace
+    with a symbolic V shows the comparison."""
+    lp = _lp(logits)
+    if logits.shape[0] > 40:
+        return lp[sampled]
+    return -lp[sampled]
+
+
+def len_branch(logits, sampled):
+    """-log pi_k + 2 log pi_0 once len(z) > 30 (H = S - 2 S = -S with S the softmax
+    Hessian: not convex from V = 31, at every k), cross-entropy below. ``len`` of a
+    symbolic V raises without naming the constant 30."""
+    lp = _lp(logits)
+    if len(logits) > 30:
+        return -lp[sampled] + 2.0 * lp[0]
+    return -lp[sampled]

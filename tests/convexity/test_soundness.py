@@ -112,6 +112,49 @@ def test_all_v_only_when_the_jaxpr_is_one_program(tmp_path):
     assert res.verdict == "convex" and res.scope == "V in {3, 4}, every sampled token"
 
 
+HIDDEN = """
+def above_40(z, k):
+    lp = jax.nn.log_softmax(z)
+    if z.shape[0] > 40:  # the same program at every traced V, another above 40
+        return lp[k]
+    return -lp[k]
+
+def above_1000(z, k):
+    lp = jax.nn.log_softmax(z)
+    return lp[k] if z.size > 1000 else -lp[k]
+
+def token_0_above_30(z, k):
+    lp = jax.nn.log_softmax(z)
+    if len(z) > 30:  # not equivariant above 30
+        return -lp[k] + 2.0 * lp[0]
+    return -lp[k]
+"""
+
+
+def test_a_branch_on_v_that_no_traced_v_reaches(tmp_path):
+    # The jaxprs at V = 2, 3, 4, 5, 16 are one program and equivariant: only the
+    # trace with a symbolic V shows that the Python compares V with a constant.
+    path = tmp_path / "hidden.py"
+    path.write_text(HEADER + HIDDEN)
+    res = check_convexity(f"{path}:above_40", num_starts=32)
+    methods = {m["method"]: m for m in res.methods}
+    assert methods["vocab invariance"]["status"] == "unknown"
+    assert "symbolic vocabulary size" in methods["vocab invariance"]["detail"]
+    assert "'V' > '40'" in methods["vocab invariance"]["detail"]
+    # the search runs above the constant of the comparison and refutes there; the
+    # relabelling argument was shown at the traced V only
+    assert res.verdict == "not_convex" and res.scope == "V = 42, sampled token k = 0"
+    assert res.counterexample["vocab"] == 42
+    # a constant beyond the search's reach: the verdict names the V it decided
+    res = check_convexity(f"{path}:above_1000", num_starts=32)
+    assert res.verdict == "convex" and res.scope == "V in {3, 4}, every sampled token"
+    # len(z) raises on a symbolic V without naming a constant: the programs at
+    # V = 16 and 64 differ, a bisection finds V = 31, and there (not equivariant)
+    # the search checks k = 0, 1, V - 1
+    res = check_convexity(f"{path}:token_0_above_30", num_starts=32)
+    assert res.verdict == "not_convex" and res.scope == "V = 31, sampled token k = 0"
+
+
 def test_a_wrong_proof_is_withdrawn_by_a_rechecked_counterexample(
     tmp_path, monkeypatch
 ):

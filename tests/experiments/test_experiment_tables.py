@@ -183,3 +183,37 @@ def test_committed_results_are_small():
     folder = ROOT / "experiments" / "results"
     total = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
     assert total < 5_000_000
+
+
+def test_a_partial_replay_keeps_the_units_an_earlier_one_checked(tmp_path):
+    from experiments._common import _merged_replay
+
+    path = tmp_path / "replay.json"
+    units = {"a": {}, "b": {}, "c": {}}
+    first = _merged_replay(
+        str(path),
+        {"a": {"max_rel_diff": 0.0, "over_tol": []}},
+        1e-6,
+        {"commit": "1" * 40, "started": "t1"},
+        units,
+    )
+    path.write_text(json.dumps(first))
+    second = _merged_replay(
+        str(path),
+        {"b": {"max_rel_diff": 2e-9, "over_tol": []}},
+        1e-6,
+        {"commit": "2" * 40, "started": "t2"},
+        units,
+    )
+    assert sorted(second["units"]) == ["a", "b"]
+    assert second["units"]["a"]["run"] == 0 and second["units"]["b"]["run"] == 1
+    assert [r["commit"][0] for r in second["runs"]] == ["1", "2"]
+    line = gen.replay_line({"units": units}, second)
+    assert "2 of 3 units (`a`, `b`)" in line and "2.0e-09" in line
+    assert "`111111111111` (t1), `222222222222` (t2)" in line
+    # a unit no longer in the results, or a replay at another tolerance, is dropped
+    path.write_text(json.dumps(second))
+    third = _merged_replay(
+        str(path), {"c": {"max_rel_diff": 0.0, "over_tol": []}}, 1e-3, {}, {"c": {}}
+    )
+    assert sorted(third["units"]) == ["c"] and len(third["runs"]) == 1

@@ -110,3 +110,28 @@ def test_one_provenance_record_for_reports_and_experiments():
     assert (
         report["load_average_start"] is None or len(report["load_average_start"]) == 3
     )
+
+
+def test_a_runs_own_output_folder_does_not_make_it_dirty(tmp_path, monkeypatch):
+    # a resumed run of committed results rewrites its own folder: that alone is not
+    # "dirty"; a change anywhere else still is
+    import subprocess
+
+    from theorycheck import _git
+    from theorycheck.reproduce import git_state
+
+    def sh(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    (tmp_path / "code.py").write_text("x = 1\n")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "results.json").write_text("{}\n")
+    sh("init", "-q")
+    sh("add", ".")
+    sh("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    monkeypatch.setattr(_git, "ROOT", tmp_path)
+    (tmp_path / "out" / "results.json").write_text('{"units": 1}\n')
+    assert git_state()["dirty"] is True
+    assert git_state(str(tmp_path / "out"))["dirty"] is False
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert git_state(str(tmp_path / "out"))["dirty"] is True

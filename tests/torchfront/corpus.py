@@ -181,3 +181,12 @@ def unused_mask_verl(
 ):
     """Ignores old_log_prob and the mask: REINFORCE (registry: pg)."""
     return -(advantages * log_prob).sum()
+
+
+def shape_branch(logits, sampled):
+    """Cross-entropy up to V = 40, log pi_k above (not convex from V = 41): one
+    program at every traced V; torch.export with a dynamic V sees the branch."""
+    lp = torch.log_softmax(logits, -1)
+    if logits.shape[0] > 40:
+        return lp[sampled]
+    return -lp[sampled]

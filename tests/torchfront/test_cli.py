@@ -60,14 +60,19 @@ def test_convex_and_not_convex_logits_forms():
     function's own A = -1 is not (H = -S)."""
     ce = _verdict([f"{CORPUS}:cross_entropy"])
     # the per-V programs are one formula for every V (docs/convexity.md's scope
-    # rules); sampled is a Python int in the trace, so no relabelling argument: the
-    # structure's proof covers k = 0, z3 every k at V = 3
+    # rules) and the torch source exports with a dynamic V; sampled is a Python int
+    # in the trace, so no relabelling argument: the structure's proof covers k = 0,
+    # z3 every k at V = 3
     assert ce["verdict"] == "convex"
     assert ce["scope"] == (
         "all V >= 2, sampled token k = 0; V = 3, every sampled token"
     ), ce["scope"]
     neg = _verdict([f"{CORPUS}:reinforce_neg"])
     assert neg["verdict"] == "not_convex" and neg["params"]["adv"] == -1.0
+    # a branch on the length above every traced V: refuted above its constant
+    branch = _verdict([f"{CORPUS}:shape_branch"])
+    assert branch["verdict"] == "not_convex", branch
+    assert branch["scope"] == "V = 42, sampled token k = 0", branch["scope"]
 
 
 def test_coefficient_equals_the_rule_it_implements():

@@ -123,6 +123,19 @@ def test_constant_index_reads_are_one_formula_for_every_v(resolved, spec):
     gen = _genericity.analyse(closed, arrays, dynamic=False, same=True)
     assert gen.uniform, gen.why_v
     assert not gen.equivariant
+    # and the torch source exports with a dynamic V (no Python branch on it)
+    by_v = {v: build_inputs(res, params, v, 0, exact=False).numeric for v in (3, 4)}
+    assert _genericity.symbolic_v(res.loss, by_v, dynamic=False) == ("", ())
+
+
+def test_a_python_branch_on_the_length_is_seen_by_torch_export(resolved):
+    """One program at every traced V, another from V = 41 on: ``torch.export`` with
+    a dynamic V specialises on the branch and names its constant."""
+    res = resolved(f"{CORPUS}:shape_branch")
+    by_v = {v: build_inputs(res, {}, v, 0, exact=False).numeric for v in (3, 4)}
+    why, constants = _genericity.symbolic_v(res.loss, by_v, dynamic=False)
+    assert "does not export with a dynamic vocabulary size" in why
+    assert 40 in constants
 
 
 @pytest.mark.parametrize(

@@ -35,6 +35,7 @@ from theorycheck.convexity._resolve import ResolvedLoss, build_inputs, resolve
 from theorycheck.convexity._sanity import sanity_check, shape_check
 from theorycheck.convexity._types import (
     Scope,
+    Stage,
     StageRecord,
     StageStatus,
     StructureFamily,
@@ -231,17 +232,38 @@ def _symbolic_stages(
     return records, out, beside
 
 
+def _within(scope: Scope, gen) -> bool:
+    """Every V of ``scope`` is one where relabelling the tokens was shown."""
+    if gen.equivariant_v is None:
+        return True
+    return scope.from_v is None and all(gen.every_token_at(v) for v in scope.at)
+
+
+def _tokens_only_traced(record, gen):
+    """The ``sampled tokens`` record, narrowed to the traced V."""
+    if record.stage is not Stage.TOKENS:
+        return record
+    listed = ", ".join(map(str, gen.equivariant_v))
+    detail = (
+        f"equivariant under relabelling the tokens at the traced V = {listed} only "
+        f"({gen.why_v}): the verdict covers the sampled tokens checked"
+    )
+    return dataclasses.replace(record, status=StageStatus.UNKNOWN, detail=detail)
+
+
 def _search_vocabs(vocab, differ, gen) -> list[int]:
     """The V searched: the requested ones, every V where the program differs, and,
     unless the loss is one formula for every V and equivariant under relabelling the
-    tokens, V = 2, V = 16 and a V above every integer constant that meets V, ``k``
-    or ``iota`` (at most 512)."""
-    out = set(vocab) | set(differ)
+    tokens, V = 2, a V above every integer constant that meets V, ``k`` or ``iota``
+    (two above the largest; at most 512) and V = 16 unless that V is already larger;
+    and the V beyond the traced ones where the program was seen to change
+    (``gen.changes``)."""
+    out = set(vocab) | set(differ) | set(gen.changes)
     if differ or not gen.uniform or not gen.equivariant:
-        out |= {2, 16}
         above = max(gen.constants, default=0) + 2
-        if above <= 512:
-            out.add(above)
+        out |= {2} | ({above} if above <= 512 else set())
+        if not 16 < above <= 512:
+            out.add(16)
     return sorted(out)
 
 
@@ -294,7 +316,7 @@ def check_convexity(
     searched = _search_vocabs(vocab, differ, gen)
 
     def tokens(v: int) -> list[int]:
-        return [0] if gen.equivariant else sorted({0, 1, v - 1})
+        return [0] if gen.every_token_at(v) else sorted({0, 1, v - 1})
 
     built: dict[tuple[int, int], Any] = {}
 
@@ -340,8 +362,14 @@ def check_convexity(
     records += chord_records(
         records, resolved, params, searched, tokens, record, seed, timeout_s
     )
-    checked_tokens = "" if gen.equivariant else "sampled tokens k in {0, 1, V - 1}"
+    every = all(gen.every_token_at(v) for v in searched)
+    checked_tokens = "" if every else "sampled tokens k in {0, 1, V - 1}"
     decision = combine(records, Scope.of(*searched), checked_tokens)
+    if gen.equivariant and not _within(decision.scope, gen):
+        # relabelling was shown at the traced V only: a decision that names another
+        # V covers the sampled tokens checked there, not every token
+        records = [_tokens_only_traced(r, gen) for r in records]
+        decision = combine(records, Scope.of(*searched), checked_tokens)
     return ConvexityResult(
         loss=resolved.name,
         verdict=decision.verdict,

@@ -50,6 +50,7 @@ __all__ = [
     "Genericity",
     "analyse",
     "one_program",
+    "symbolic_v",
     "trace",
 ]
 
@@ -109,6 +110,11 @@ class Genericity:
         why_k: why ``equivariant`` is False ("" when True).
         why_v: why ``uniform`` is False ("" when True).
         constants: integer constants that meet ``k``, ``iota`` or a V-dependent value.
+        equivariant_v: the V at which ``equivariant`` was shown, when not every V
+            (the loss does not trace with a symbolic V: :func:`symbolic_v`); None:
+            the relabelling argument holds for every V.
+        changes: V beyond the traced ones at which the program was seen to change
+            (searched as well).
     """
 
     traced: bool
@@ -117,6 +123,14 @@ class Genericity:
     why_k: str = ""
     why_v: str = ""
     constants: tuple[int, ...] = ()
+    equivariant_v: tuple[int, ...] | None = None
+    changes: tuple[int, ...] = ()
+
+    def every_token_at(self, v: int) -> bool:
+        """The relabelling argument covers every sampled token at ``V = v``."""
+        return self.equivariant and (
+            self.equivariant_v is None or v in self.equivariant_v
+        )
 
 
 class _Walk:
@@ -414,6 +428,76 @@ def trace(
         return jax.make_jaxpr(lambda z, arr: loss(z, sampled, **scalars, **arr))(
             z, specs
         )
+
+
+def symbolic_v(
+    loss: Callable,
+    inputs_by_v: Mapping[int, Mapping[str, Any]],
+    *,
+    dynamic: bool,
+) -> tuple[str, tuple[int, ...]]:
+    """Traces ``loss`` once with a *symbolic* vocabulary size V (``jax.export``
+    shape polymorphism, constraint ``V >= 2``): ``("", ())`` when it traces, else
+    ``(why, constants)``.
+
+    The jaxprs at a few concrete V cannot show what the loss's Python does at the
+    others: ``if logits.shape[0] > 40:`` traces to one program at V = 2 .. 16 and to
+    another above 40. With a symbolic V a Python comparison of V with a constant
+    cannot be decided and tracing raises (``InconclusiveDimensionOperation``); so a
+    loss that traces this way is one program for every V >= 2, and one that does not
+    keeps the scope of the V decided. The integer constants of the comparison that
+    failed are returned so that the search also runs above them. A loss translated
+    from another framework answers through its own ``symbolic_v(inputs_by_v)``
+    (PyTorch: ``torch.export`` with a dynamic V, ``theorycheck.torchfront``).
+
+    Args:
+        loss: ``loss(logits, sampled, **inputs)``.
+        inputs_by_v: the numeric inputs at two traced V (a dimension that is 3 at
+            V = 3 and 4 at V = 4 becomes the symbolic V).
+        dynamic: ``sampled`` traced (else the static ``k = 0``).
+    """
+    import re
+
+    own = getattr(loss, "symbolic_v", None)
+    if callable(own):  # a translated loss (PyTorch) answers for its own source
+        return own(inputs_by_v)
+    (sym,) = jax.export.symbolic_shape("V", constraints=("V >= 2",))
+    in3, in4 = inputs_by_v[3], inputs_by_v[4]
+    specs, scalars = {}, {}
+    for name, value in in3.items():
+        if np.ndim(value) == 0:
+            scalars[name] = value
+            continue
+        dims = []
+        for d3, d4 in zip(np.shape(value), np.shape(in4[name]), strict=True):
+            if (d3, d4) == (3, 4):
+                dims.append(sym)
+            elif d3 == d4:
+                dims.append(d3)
+            else:
+                why = f"the input {name} has a dimension {d3} at V = 3, {d4} at V = 4"
+                return why, ()
+        specs[name] = jax.ShapeDtypeStruct(tuple(dims), jnp.float64)
+    z = jax.ShapeDtypeStruct((sym,), jnp.float64)
+    try:
+        with jax.enable_x64(True):
+            if dynamic:
+                jax.make_jaxpr(lambda z, k, arr: loss(z, k, **scalars, **arr))(
+                    z, jax.ShapeDtypeStruct((), jnp.int32), specs
+                )
+            else:
+                jax.make_jaxpr(lambda z, arr: loss(z, 0, **scalars, **arr))(z, specs)
+    except Exception as err:  # the user's Python depends on V (or cannot say)
+        text = str(err).split("\n")[0]
+        first = text.split(". ")[0]
+        found = re.findall(r"'(-?\d+)'", first)
+        constants = tuple(sorted({abs(int(c)) for c in found}))
+        why = (
+            "the loss does not trace with a symbolic vocabulary size: "
+            f"{type(err).__name__}: {first[:160].rstrip('.')}"
+        )
+        return why, constants
+    return "", ()
 
 
 def _walk_out(closed0, closed1, vocabs, ins):

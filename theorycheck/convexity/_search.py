@@ -132,30 +132,38 @@ def _relative(hs: np.ndarray):
 
 
 def _refine_fn(f, refine_steps):
-    """Rayleigh-quotient descent from a batch of starts; per start the best point:
+    r"""Rayleigh-quotient descent from a batch of starts; per start the best point:
     ``(lambda_min, ||H||, logits, eigenvector)`` (no second Hessian pass needed).
     ``f(z, k, arrays)``: the sampled token and the array inputs are arguments, so one
-    compilation serves every ``k``."""
+    compilation serves every ``k``.
+
+    Step ``t`` moves ``x`` against :math:`\nabla_x\, w^\top H(x)\, w`, the
+    pull-back of :math:`w w^\top` through :math:`x \mapsto H(x)`: one ``vjp`` of
+    the Hessian gives both ``H(x_t)`` (whose lowest eigenvector is the next ``w``,
+    and whose eigenvalues update the best point) and the step, so the Hessian is
+    traced once. Iteration 0 only steps (with the start's eigenvector ``u``); the
+    best point is taken over ``x_1 .. x_{refine_steps}``."""
 
     def run(z, u, val, scale, k, arrs):
-        g_f = lambda x: f(x, k, arrs)  # noqa: E731
+        hess = jax.hessian(lambda x: f(x, k, arrs))
 
-        def rayleigh(x, w):
-            return jnp.dot(w, jax.jvp(jax.grad(g_f), (x,), (w,))[1])
-
-        def step(carry, _):
+        def step(carry, t):
             x, w, best = carry
-            g = jax.grad(rayleigh)(x, w)
-            x = jnp.clip(x - 0.5 * g / (jnp.linalg.norm(g) + 1e-30), -40.0, 40.0)
-            lam, s = jnp.linalg.eigh(jax.hessian(g_f)(x))
-            ok = jnp.isfinite(lam[0]) & jnp.all(jnp.isfinite(lam)) & (lam[0] < best[0])
-            w = jnp.where(jnp.all(jnp.isfinite(s[:, 0])), s[:, 0], w)
+            h, pull = jax.vjp(hess, x)
+            lam, s = jnp.linalg.eigh(h)
+            moved = t > 0
+            ok = moved & jnp.isfinite(lam[0]) & jnp.all(jnp.isfinite(lam))
+            ok = ok & (lam[0] < best[0])
+            w = jnp.where(moved & jnp.all(jnp.isfinite(s[:, 0])), s[:, 0], w)
             new = (lam[0], jnp.max(jnp.abs(lam)), x, s[:, 0])
             best = jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, best)
+            (g,) = pull(jnp.outer(w, w))
+            x = jnp.clip(x - 0.5 * g / (jnp.linalg.norm(g) + 1e-30), -40.0, 40.0)
             return (x, w, best), None
 
         init = (z, u, (val, scale, z, u))
-        (_, _, best), _ = jax.lax.scan(step, init, None, length=refine_steps)
+        steps = jnp.arange(refine_steps + 1)
+        (_, _, best), _ = jax.lax.scan(step, init, steps)
         return best
 
     return jax.jit(

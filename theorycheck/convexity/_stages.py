@@ -200,6 +200,53 @@ def _traces(resolved, params, vocabs):
     raise AssertionError("unreachable")
 
 
+#: V at which :func:`_program_changes` traces a loss that does not trace with a
+#: symbolic V, beside the smallest V above its constants.
+PROBE_VOCABS = (16, 64, 512)
+
+
+def _program_changes(resolved, params, dynamic, above: int) -> tuple[int, ...]:
+    """V at which the program changes, for a loss whose Python may depend on V (it
+    does not trace with a symbolic V) and whose comparison named no constant, or
+    not every one: the programs at :data:`PROBE_VOCABS` and at ``above`` (the V
+    above the constants that were named) are compared in order, and where two
+    neighbours differ (and ``above`` does not explain it) a bisection finds a V at
+    which the program is not the one below it. The numeric search runs there too;
+    the scope names the V searched either way, so this only decides where to look.
+    """
+    from theorycheck.convexity import _genericity
+
+    texts: dict[int, str | None] = {}
+
+    def text(v: int) -> str | None:
+        if v not in texts:
+            try:
+                inputs = build_inputs(resolved, params, v, 0, exact=False).numeric
+                texts[v] = program_text_of(
+                    _genericity.trace(resolved.loss, v, inputs, dynamic=dynamic)
+                )
+            except Exception:  # the user's function at this V: not compared
+                texts[v] = None
+        return texts[v]
+
+    def same(a: int, b: int) -> bool:
+        got = {v: text(v) for v in (a, a + 1, b)}
+        if any(t is None for t in got.values()):
+            return True
+        return not same_program(got)
+
+    probes = sorted({v for v in (*PROBE_VOCABS, above) if 16 <= v <= 512})
+    found = []
+    for lo, hi in zip(probes, probes[1:]):
+        if hi == above or same(lo, hi):
+            continue
+        while hi - lo > 1:  # lo's program, hi another one
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if same(lo, mid) else (lo, mid)
+        found.append(hi)
+    return tuple(found)
+
+
 def invariance_stage(resolved, params):
     """Traces the loss at :data:`GENERIC_VOCABS` with ``sampled`` traced, compares
     the programs and reads the two extension arguments
@@ -235,6 +282,23 @@ def invariance_stage(resolved, params):
     texts = {v: program_text_of(c) for v, c in closed.items()}
     differ = same_program(texts)
     gen = _genericity.analyse(closed, arrays, dynamic=dynamic, same=not differ)
+    why_sym, sym_constants = _genericity.symbolic_v(
+        resolved.loss,
+        {v: build_inputs(resolved, params, v, 0, exact=False).numeric for v in (3, 4)},
+        dynamic=dynamic,
+    )
+    hidden = bool(why_sym) and not differ and gen.uniform
+    if why_sym:  # the Python may branch on V: the traced V are all that is shown
+        constants = tuple(sorted(set(gen.constants) | set(sym_constants)))
+        above = max(constants, default=0) + 2
+        gen = dataclasses.replace(
+            gen,
+            uniform=False,
+            why_v=gen.why_v or why_sym,
+            constants=constants,
+            equivariant_v=tuple(vocabs),
+            changes=_program_changes(resolved, params, dynamic, above),
+        )
     listed = ", ".join(map(str, vocabs))
     if not differ and gen.uniform:
         detail = (
@@ -253,6 +317,14 @@ def invariance_stage(resolved, params):
         vrec = StageRecord(
             "vocab invariance", StageStatus.UNKNOWN, detail, Stage.INVARIANCE
         )
+    elif hidden:
+        detail = (
+            f"one program at V = {listed}, but not shown to be one for every V "
+            f"({gen.why_v}): no claim for every V, only for the V decided"
+        )
+        vrec = StageRecord(
+            "vocab invariance", StageStatus.UNKNOWN, detail, Stage.INVARIANCE
+        )
     else:
         detail = (
             f"one program at V = {listed}, but its formula depends on V "
@@ -261,7 +333,17 @@ def invariance_stage(resolved, params):
         vrec = StageRecord(
             "vocab invariance", StageStatus.UNKNOWN, detail, Stage.INVARIANCE
         )
-    if gen.equivariant:
+    if gen.equivariant and gen.equivariant_v is not None:
+        detail = (
+            f"traced with sampled as an argument, the programs at V = {listed} are "
+            "equivariant under relabelling the tokens: at these V the verdict at "
+            "k = 0 holds for every k; at any other V the sampled tokens 0, 1, V - 1 "
+            f"are checked ({gen.why_v})"
+        )
+        krec = StageRecord(
+            "sampled tokens", StageStatus.CONFIRMED, detail, Stage.TOKENS
+        )
+    elif gen.equivariant:
         detail = (
             "traced with sampled as an argument, the program is equivariant under "
             "relabelling the tokens: the verdict at k = 0 holds for every k"

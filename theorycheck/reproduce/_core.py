@@ -66,11 +66,18 @@ class Section:
         return self.quick_title if quick and self.quick_title else self.title
 
 
-def git_state() -> dict[str, Any]:
+def git_state(outside: str | None = None) -> dict[str, Any]:
     """``{"commit": HEAD or None, "dirty": True/False/None}``; dirty = tracked files
     differ from HEAD (untracked files do not count: ``git status --porcelain
-    --untracked-files=no``). The one definition every results file uses."""
-    status = git("status", "--porcelain", "--untracked-files=no")
+    --untracked-files=no``). The one definition every results file uses.
+
+    ``outside``: a folder whose own changes do not count (a run's output folder,
+    when its committed results are being extended: the run itself rewrites them).
+    """
+    args = ["status", "--porcelain", "--untracked-files=no"]
+    if outside:
+        args += ["--", ".", f":(exclude){os.path.abspath(outside)}"]
+    status = git(*args)
     return {
         "commit": git("rev-parse", "HEAD"),
         "dirty": bool(status) if status is not None else None,
@@ -96,11 +103,14 @@ def load_average() -> list[float] | None:
         return None
 
 
-def provenance(quick: bool | None = None, **extra) -> dict[str, Any]:
+def provenance(
+    quick: bool | None = None, *, outside: str | None = None, **extra
+) -> dict[str, Any]:
     """Where the numbers came from: commit and dirty flag (:func:`git_state`),
     package versions, interpreter, machine (platform, CPU model and count), the load
     average and the UTC start time, plus ``extra`` entries (an experiment's config
     and seeds). Reports, experiments and their results files all write this record.
+    ``outside``: the run's output folder, whose changes do not make it dirty.
     """
     versions = {}
     for name in PACKAGES:
@@ -109,7 +119,7 @@ def provenance(quick: bool | None = None, **extra) -> dict[str, Any]:
         except importlib.metadata.PackageNotFoundError:
             versions[name] = None
     out = {
-        **git_state(),
+        **git_state(outside),
         "versions": versions,
         "python": sys.version.split()[0],
         "platform": platform.platform(),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import multiprocessing
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -138,9 +139,78 @@ def logits_loss(
                 _cache.put(path, func, meta, key, cache[key])
         return cache[key](jnp.asarray(logits, jnp.float64), *arrays)
 
-    return _front.TorchLoss(
-        name, JaxLoss(loss, var_kw), accepts, required, defaults, "logits", fn
-    )
+    jax_loss = JaxLoss(loss, var_kw)
+    jax_loss.symbolic_v = lambda by_v: symbolic_v(fn, name, by_v, floats)
+    return _front.TorchLoss(name, jax_loss, accepts, required, defaults, "logits", fn)
+
+
+#: The largest V ``torch.export`` is asked to cover (its dynamic dimensions need a
+#: finite bound; far above any vocabulary the checker builds).
+SYMBOLIC_MAX_VOCAB = 2**24
+_GUARD_INT = re.compile(r"(?:<=|>=|<|>|==|!=)\s*(\d+)|(\d+)\s*(?:<=|>=|<|>|==|!=)")
+
+
+def symbolic_v(
+    fn: Callable, name: str, inputs_by_v, floats: Mapping[str, float] | None = None
+) -> tuple[str, tuple[int, ...]]:
+    """The PyTorch side of the checker's symbolic-V trace
+    (``theorycheck.convexity._genericity.symbolic_v``): ``torch.export`` of
+    ``fn(logits, 0, **inputs)`` with the logits' length (and every input dimension
+    that is 3 at V = 3 and 4 at V = 4) one dynamic dimension ``2 <= V <=``
+    :data:`SYMBOLIC_MAX_VOCAB`. A Python branch on the length specialises it and
+    the export fails ("Constraints violated"): ``(why, constants)`` then, with the
+    integers of the guard it generated (``V <= 40``), else ``("", ())``. The inputs
+    are passed as the translation passes them (``_cache.logits_key``): floats, the
+    function's float defaults included (``floats``), as tensors; bools, ints and
+    strings as they are.
+
+    The translation itself is traced per V (torch needs concrete shapes), so this
+    is what stands for the JAX trace with a symbolic V.
+    """
+    from torch.export import Dim, export
+
+    dim = Dim("V", min=2, max=SYMBOLIC_MAX_VOCAB)
+    in3 = {**(floats or {}), **inputs_by_v[3]}
+    in4 = {**(floats or {}), **inputs_by_v[4]}
+    names, arrays, specs, static = [], [], [], {}
+    for key, value in in4.items():
+        if isinstance(value, (bool, int, str)):
+            static[key] = value
+            continue
+        dims = {}
+        for i, (d3, d4) in enumerate(zip(np.shape(in3[key]), np.shape(value))):
+            if (d3, d4) == (3, 4):
+                dims[i] = dim
+            elif d3 != d4:
+                return (
+                    f"the input {key} has a dimension {d3} at V = 3, {d4} at V = 4",
+                    (),
+                )
+        names.append(key)
+        arrays.append(torch.as_tensor(np.asarray(value, np.float64)))
+        specs.append(dims or None)
+
+    class _Loss(torch.nn.Module):
+        def forward(self, z, arrs):
+            return pick_loss(fn(z, 0, **static, **dict(zip(names, arrs))), name)
+
+    z = torch.linspace(-1.0, 1.0, 4, dtype=torch.float64)
+    try:
+        export(_Loss(), (z, tuple(arrays)), dynamic_shapes=({0: dim}, tuple(specs)))
+    except Exception as err:  # the user's Python depends on V (or cannot say)
+        text = str(err)
+        first = text.split("\n")[0].strip()
+        guard = next((ln for ln in text.split("\n") if "guard" in ln), "")
+        found = {int(a or b) for a, b in _GUARD_INT.findall(guard)}
+        constants = tuple(sorted(c for c in found if 2 < c < SYMBOLIC_MAX_VOCAB))
+        why = (
+            "the torch loss does not export with a dynamic vocabulary size: "
+            f"{type(err).__name__}: {first[:160].rstrip('.!')}"
+        )
+        if guard:
+            why += f" ({guard.strip()[:160]})"
+        return why, constants
+    return "", ()
 
 
 # ------------------------------------------------------------------------- verl form
