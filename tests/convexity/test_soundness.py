@@ -96,15 +96,20 @@ def loss_convex(z, k):
 """
 
 
+def _vocab_record(res) -> dict:
+    """The ``vocab invariance`` method of a verdict."""
+    return next(m for m in res.methods if m["method"] == "vocab invariance")
+
+
 def test_all_v_only_when_the_jaxpr_is_one_program(tmp_path):
     path = tmp_path / "branchy.py"
     path.write_text(HEADER + BRANCHY)
     # Cross-entropy at V = 3, 4 (the structure fits agree) but not convex from V = 5:
     # the jaxprs differ, the search runs there too and finds the counterexample.
     res = check_convexity(f"{path}:loss", num_starts=32)
-    methods = {m["method"]: m for m in res.methods}
-    assert methods["vocab invariance"]["status"] == "unknown"
-    assert "V = 5, 16" in methods["vocab invariance"]["detail"]
+    vocab = _vocab_record(res)
+    assert vocab["status"] == "unknown"
+    assert "V = 5, 16" in vocab["detail"]
     assert res.verdict == "not_convex" and res.scope == "V = 5, every sampled token"
     assert res.counterexample["vocab"] == 5
     # Convex at every V but a different program: the scope is the V decided.
@@ -137,10 +142,10 @@ def test_a_branch_on_v_that_no_traced_v_reaches(tmp_path):
     path = tmp_path / "hidden.py"
     path.write_text(HEADER + HIDDEN)
     res = check_convexity(f"{path}:above_40", num_starts=32)
-    methods = {m["method"]: m for m in res.methods}
-    assert methods["vocab invariance"]["status"] == "unknown"
-    assert "symbolic vocabulary size" in methods["vocab invariance"]["detail"]
-    assert "'V' > '40'" in methods["vocab invariance"]["detail"]
+    vocab = _vocab_record(res)
+    assert vocab["status"] == "unknown"
+    assert "symbolic vocabulary size" in vocab["detail"]
+    assert "'V' > '40'" in vocab["detail"]
     # the search runs above the constant of the comparison and refutes there; the
     # relabelling argument was shown at the traced V only
     assert res.verdict == "not_convex" and res.scope == "V = 42, sampled token k = 0"

@@ -430,6 +430,27 @@ def trace(
         )
 
 
+def v_axes(name: str, shape3, shape4) -> tuple[int, ...] | str:
+    """The axes of input ``name`` that are the vocabulary (3 at V = 3, 4 at V = 4);
+    every other axis must be the same at both V, else the reason it is not.
+
+    Examples:
+        >>> v_axes("mu", (3,), (4,)), v_axes("w", (2, 3), (2, 4))
+        ((0,), (1,))
+        >>> v_axes("x", (6,), (8,))
+        'the input x has a dimension 6 at V = 3, 8 at V = 4'
+    """
+    if len(shape3) != len(shape4):
+        return f"the input {name} has shape {shape3} at V = 3, {shape4} at V = 4"
+    axes = []
+    for i, (d3, d4) in enumerate(zip(shape3, shape4)):
+        if (d3, d4) == (3, 4):
+            axes.append(i)
+        elif d3 != d4:
+            return f"the input {name} has a dimension {d3} at V = 3, {d4} at V = 4"
+    return tuple(axes)
+
+
 def symbolic_v(
     loss: Callable,
     inputs_by_v: Mapping[int, Mapping[str, Any]],
@@ -468,16 +489,11 @@ def symbolic_v(
         if np.ndim(value) == 0:
             scalars[name] = value
             continue
-        dims = []
-        for d3, d4 in zip(np.shape(value), np.shape(in4[name]), strict=True):
-            if (d3, d4) == (3, 4):
-                dims.append(sym)
-            elif d3 == d4:
-                dims.append(d3)
-            else:
-                why = f"the input {name} has a dimension {d3} at V = 3, {d4} at V = 4"
-                return why, ()
-        specs[name] = jax.ShapeDtypeStruct(tuple(dims), jnp.float64)
+        axes = v_axes(name, np.shape(value), np.shape(in4[name]))
+        if isinstance(axes, str):
+            return axes, ()
+        dims = tuple(sym if i in axes else d for i, d in enumerate(np.shape(value)))
+        specs[name] = jax.ShapeDtypeStruct(dims, jnp.float64)
     z = jax.ShapeDtypeStruct((sym,), jnp.float64)
     try:
         with jax.enable_x64(True):

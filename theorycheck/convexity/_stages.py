@@ -263,11 +263,9 @@ def invariance_stage(resolved, params):
 
     vocabs = GENERIC_VOCABS
     closed, dynamic, failure = _traces(resolved, params, vocabs)
-    arrays = tuple(
-        k
-        for k, v in build_inputs(resolved, params, 3, 0, exact=False).numeric.items()
-        if np.ndim(v) > 0
-    )
+    # the inputs at V = 3, 4: the array names, and the symbolic-V trace's shapes
+    at = {v: build_inputs(resolved, params, v, 0, exact=False).numeric for v in (3, 4)}
+    arrays = tuple(k for k, v in at[3].items() if np.ndim(v) > 0)
     if failure is not None:
         v, err = failure
         detail = f"tracing at V = {v} raised {type(err).__name__}: {err}"
@@ -282,11 +280,7 @@ def invariance_stage(resolved, params):
     texts = {v: program_text_of(c) for v, c in closed.items()}
     differ = same_program(texts)
     gen = _genericity.analyse(closed, arrays, dynamic=dynamic, same=not differ)
-    why_sym, sym_constants = _genericity.symbolic_v(
-        resolved.loss,
-        {v: build_inputs(resolved, params, v, 0, exact=False).numeric for v in (3, 4)},
-        dynamic=dynamic,
-    )
+    why_sym, sym_constants = _genericity.symbolic_v(resolved.loss, at, dynamic=dynamic)
     hidden = bool(why_sym) and not differ and gen.uniform
     if why_sym:  # the Python may branch on V: the traced V are all that is shown
         constants = tuple(sorted(set(gen.constants) | set(sym_constants)))
