@@ -1,4 +1,11 @@
-"""Summary, markdown report and figures of ``experiments.gradient_bounds``."""
+"""Summary, markdown report and figures of ``experiments.gradient_bounds``.
+
+Every over-seed number is ``experiments._common.stat`` of the per-seed values (mean,
+standard error, n, ``ci95``: the 95% percentile bootstrap interval of the mean over
+seeds); a table cell reads ``mean [lo, hi]`` (``_linearization_report.cell``), the
+mean alone where fewer than 2 seeds have a value. With 2-5 seeds the interval is
+rough: a percentile bootstrap undercovers at small n.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +14,7 @@ import os
 import numpy as np
 
 from experiments import _common, _reachable_report
-from theorycheck.probes import mean_se
+from experiments._linearization_report import cell, seeds_sentence
 
 
 def _units(units: dict, kind: str, loss: str) -> list[dict]:
@@ -28,9 +35,9 @@ def _series(runs: list[dict], key: str) -> list:
 
 
 def summarize(data: dict) -> dict:
-    """Mean ± standard error over seeds, per loss (bounds) and per fixed-target loss
-    of the run's config; ``reach`` (the reachable-target scan) is None when the run
-    has no such units."""
+    """``_common.stat`` over seeds (mean, se, n, ci95, mde), per loss (bounds) and
+    per fixed-target loss of the run's config; ``reach`` (the reachable-target scan)
+    is None when the run has no such units."""
     names = lambda t: [n.strip() for n in t.split(",") if n.strip()]  # noqa: E731
     cfg = data["config"]
     return _summarize(data["units"], names(cfg["losses"]), names(cfg["fixed_losses"]))
@@ -45,24 +52,24 @@ def _summarize(units: dict, losses: list[str], fixed: list[str]) -> dict:
         steps = [s for r in runs for s in r["steps"]]
         out["bounds"][loss] = {
             "seeds": len(runs),
-            "tightness": mean_se([r["tightness_mean"] for r in runs]),
+            "tightness": _common.stat([r["tightness_mean"] for r in runs]),
             "tightness_min": float(min(s["tightness"] or np.inf for s in steps)),
             "tightness_max": float(max(s["tightness"] or 0.0 for s in steps)),
-            "sigma_max": mean_se(
+            "sigma_max": _common.stat(
                 [np.mean([s["sigma_max"] for s in r["steps"]]) for r in runs]
             ),
-            "sigma_growth": mean_se([r["sigma_growth"] for r in runs]),
-            "grad_norm": mean_se(
+            "sigma_growth": _common.stat([r["sigma_growth"] for r in runs]),
+            "grad_norm": _common.stat(
                 [np.mean([s["grad_norm"] for s in r["steps"]]) for r in runs]
             ),
-            "logit_grad_norm_max_over_min": mean_se(
+            "logit_grad_norm_max_over_min": _common.stat(
                 [
                     max(s["logit_grad_norm"] for s in r["steps"])
                     / max(min(s["logit_grad_norm"] for s in r["steps"]), 1e-300)
                     for r in runs
                 ]
             ),
-            "loss_bound_over_bound": mean_se(
+            "loss_bound_over_bound": _common.stat(
                 [
                     np.mean([s["loss_bound"] / s["bound"] for s in r["steps"]])
                     for r in runs
@@ -93,12 +100,12 @@ def _summarize(units: dict, losses: list[str], fixed: list[str]) -> dict:
             continue
         out["fixed"][loss] = {
             "seeds": len(runs),
-            "real_rate": mean_se([r["real_rate"] for r in runs]),
-            "linearized_rate": mean_se([r["linearized_rate"] for r in runs]),
-            "final_ratio_real": mean_se(
+            "real_rate": _common.stat([r["real_rate"] for r in runs]),
+            "linearized_rate": _common.stat([r["linearized_rate"] for r in runs]),
+            "final_ratio_real": _common.stat(
                 [r["real_losses"][-1] / r["real_losses"][0] for r in runs]
             ),
-            "final_ratio_linearized": mean_se(
+            "final_ratio_linearized": _common.stat(
                 [r["linearized_losses"][-1] / r["linearized_losses"][0] for r in runs]
             ),
             "lambda_min_zero": all(r["lambda_min_zero"] for r in runs),
@@ -109,8 +116,10 @@ def _summarize(units: dict, losses: list[str], fixed: list[str]) -> dict:
             "logit_inner_negative": sum(r["logit_inner_negative"] for r in runs),
             "needed_inequality_fails": sum(r["needed_inequality_fails"] for r in runs),
             "within_epsilon_slack": sum(r["within_epsilon_slack"] for r in runs),
-            "assumption_error_rel": mean_se([r["assumption_error_rel"] for r in runs]),
-            "epsilon_over_initial": mean_se(
+            "assumption_error_rel": _common.stat(
+                [r["assumption_error_rel"] for r in runs]
+            ),
+            "epsilon_over_initial": _common.stat(
                 [r["epsilon"] / r["real_losses"][0] for r in runs]
             ),
             "real_curve": np.mean(
@@ -127,13 +136,6 @@ def _summarize(units: dict, losses: list[str], fixed: list[str]) -> dict:
     return out
 
 
-def _fmt(ms, digits: int = 3) -> str:
-    if ms is None or ms.get("mean") is None:
-        return "n/a"
-    se = "" if ms["se"] is None else f" ± {ms['se']:.{digits}g}"
-    return f"{ms['mean']:.{digits}g}{se}"
-
-
 def _bounds_rows(s: dict, cfg: dict) -> list[str]:
     rows = [
         f"## Prop. 4.7 along {cfg['optimizer']} runs (lr {cfg['lr']}, "
@@ -146,11 +148,11 @@ def _bounds_rows(s: dict, cfg: dict) -> list[str]:
     ]
     for loss, r in s["bounds"].items():
         rows.append(
-            f"| {loss} | {_fmt(r['grad_norm'])} | {_fmt(r['sigma_max'])} | "
-            f"{_fmt(r['sigma_growth'])} | {_fmt(r['tightness'])} "
+            f"| {loss} | {cell(r['grad_norm'])} | {cell(r['sigma_max'])} | "
+            f"{cell(r['sigma_growth'])} | {cell(r['tightness'])} "
             f"({r['tightness_min']:.3g}-{r['tightness_max']:.3g}) | "
-            f"{_fmt(r['loss_bound_over_bound'])} | "
-            f"{_fmt(r['logit_grad_norm_max_over_min'])} | {r['spikes']} | "
+            f"{cell(r['loss_bound_over_bound'])} | "
+            f"{cell(r['logit_grad_norm_max_over_min'])} | {r['spikes']} | "
             f"{r['bound_violations']} / {r['loss_bound_violations']} |"
         )
     rows += [
@@ -182,11 +184,11 @@ def _fixed_rows(s: dict, cfg: dict) -> list[str]:
     for loss, r in s["fixed"].items():
         n = r["steps"] * r["seeds"]
         rows.append(
-            f"| {loss} | {_fmt(r['real_rate'])} | {_fmt(r['linearized_rate'])} | "
-            f"{_fmt(r['final_ratio_real'])} | {_fmt(r['final_ratio_linearized'])} | "
+            f"| {loss} | {cell(r['real_rate'])} | {cell(r['linearized_rate'])} | "
+            f"{cell(r['final_ratio_real'])} | {cell(r['final_ratio_linearized'])} | "
             f"{r['outputs']:,} vs {r['params']:,} | {r['param_inner_negative']}/{n} | "
             f"{r['logit_inner_negative']}/{n} | {r['needed_inequality_fails']}/{n} | "
-            f"{r['within_epsilon_slack']}/{n} | {_fmt(r['assumption_error_rel'])} |"
+            f"{r['within_epsilon_slack']}/{n} | {cell(r['assumption_error_rel'])} |"
         )
     rows += [
         "",
@@ -199,6 +201,14 @@ def _fixed_rows(s: dict, cfg: dict) -> list[str]:
     return rows
 
 
+def _seed_counts(s: dict) -> list[int]:
+    """The seeds of each loss (bounds, fixed) and of the reachable-target scan."""
+    rows = [*s["bounds"].values(), *s["fixed"].values()]
+    return [r["seeds"] for r in rows] + (
+        [s["reach"]["seeds"]] if s.get("reach") else []
+    )
+
+
 def markdown(data: dict, timings: dict) -> str:
     """The report: the bound's tightness per loss; rates and inner products."""
     cfg = data["provenance"]["config"]
@@ -209,7 +219,7 @@ def markdown(data: dict, timings: dict) -> str:
         f"Model `{cfg['model']}`, last {cfg['trainable_blocks']} block(s) trainable, "
         f"task `{cfg['task']}`, {cfg['prompts']} prompts × {cfg['samples']} samples "
         f"× {cfg['new_tokens']} tokens, seeds {data['provenance']['seeds']}, commit "
-        f"`{data['provenance']['commit']}`. Mean ± standard error over seeds.",
+        f"`{data['provenance']['commit']}`. " + seeds_sentence(_seed_counts(s)),
         "",
         *_common.unfinished_line(data),
     ]

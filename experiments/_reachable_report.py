@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from experiments._common import stat
+from experiments._linearization_report import cell
 from experiments._reachable import LOSS
 
 
 def summarize(units: dict) -> dict | None:
-    """Per s: mean ± standard error over seeds; per seed: the first failing s."""
-    from theorycheck.probes import mean_se
-
+    """Per s: ``_common.stat`` over seeds (mean, se, n, ci95: the 95% percentile
+    bootstrap interval of the mean); per seed: the first failing s."""
     runs = {
         int(k.rsplit("seed", 1)[1]): v
         for k, v in units.items()
@@ -26,13 +27,13 @@ def summarize(units: dict) -> dict | None:
         rows.append(
             {
                 "scale": s,
-                "ratio": mean_se([x["start"]["ratio"] for x in at]),
-                "ratio_mid": mean_se([m["ratio"] for m in mids]),
-                "ratio_dev": mean_se(
+                "ratio": stat([x["start"]["ratio"] for x in at]),
+                "ratio_mid": stat([m["ratio"] for m in mids]),
+                "ratio_dev": stat(
                     [abs(x["start"]["ratio"] - 1) for x in at if x["start"]["ratio"]]
                 ),
-                "residual": mean_se([x["residual"] for x in at]),
-                "loss0": mean_se([x["loss0"] for x in at]),
+                "residual": stat([x["residual"] for x in at]),
+                "loss0": stat([x["loss0"] for x in at]),
                 "fails": sum(not x["start"]["holds"] for x in at),
                 "fails_mid": sum(not m["holds"] for m in mids),
                 "midpoints": len(mids),
@@ -56,7 +57,7 @@ def summarize(units: dict) -> dict | None:
             r["first_fail_scale"] is None for r in runs.values()
         ),
         "smallest_fail_scale": min(first) if first else None,
-        "residual_at_first_fail": mean_se(
+        "residual_at_first_fail": stat(
             [r["residual_at_first_fail"] for r in runs.values()]
         ),
         # |ratio − 1| ≤ ρ (Cauchy-Schwarz, module docstring): a violation is a bug
@@ -73,14 +74,6 @@ def markdown_rows(r: dict | None, cfg: dict) -> list[str]:
     """The report's section (empty without ``reach`` units)."""
     if r is None:
         return []
-
-    def fmt(ms, digits=4):
-        if ms["mean"] is None:
-            return "n/a"
-        return f"{ms['mean']:.{digits}g}" + (
-            "" if ms["se"] is None else f" ± {ms['se']:.2g}"
-        )
-
     n = r["seeds"]
     rows = [
         f"## Prop. 4.4 with a reachable target θ* = θ_0 + s·d (LCO-MSE, first "
@@ -101,9 +94,9 @@ def markdown_rows(r: dict | None, cfg: dict) -> list[str]:
     for x in r["scales"]:
         mid = f"{x['fails_mid']}/{x['midpoints']}" if x["midpoints"] else "n/a"
         rows.append(
-            f"| {x['scale']:g} | {fmt(x['ratio'])} | {fmt(x['ratio_mid'])} | "
-            f"{fmt(x['ratio_dev'], 3)} | {fmt(x['residual'], 3)} | "
-            f"{fmt(x['loss0'], 3)} | {x['fails']}/{n} / {mid} |"
+            f"| {x['scale']:g} | {cell(x['ratio'], 4)} | {cell(x['ratio_mid'], 4)} | "
+            f"{cell(x['ratio_dev'])} | {cell(x['residual'])} | "
+            f"{cell(x['loss0'])} | {x['fails']}/{n} / {mid} |"
         )
     seeds = []
     for seed, p in r["per_seed"].items():

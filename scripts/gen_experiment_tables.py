@@ -6,13 +6,17 @@ provenance, per-unit numbers and per-variant summary; ``rollouts.npz`` beside it
 batch, seeds, updated tokens per seed, wall time, load average, commit), the predictor,
 mask and §4.2 tables per regime with 95% bootstrap intervals over seeds, and the
 conclusions, each decided here from its interval (a difference is stated as a
-difference only when its interval excludes 0). A results file that is absent renders a
-one-line "not measured yet" block. No experiment is run here.
+difference only when its interval excludes 0). The linearization and gradient-bound
+blocks state every over-seed number as mean [95% percentile bootstrap interval over
+seeds], the α thresholds as a geometric mean with 10^(interval of log10 α), and a
+comparison of two settings' α says whether their intervals overlap. A results file that
+is absent renders a one-line "not measured yet" block. No experiment is run here.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -23,6 +27,7 @@ import docgen  # noqa: E402
 sys.path.insert(0, str(docgen.ROOT))
 
 from experiments import (  # noqa: E402
+    _common,
     _gradient_report,
     _linearization_report,
     _rollout_report,
@@ -300,8 +305,43 @@ def _g(x, digits: int = 2) -> str:
     return "n/a" if x is None else f"{float(f'{x:.{digits}g}'):g}"
 
 
-def _pct(x) -> str:
-    return "n/a" if x is None else f"{_g(100 * x)}%"
+def _pct(x, digits: int = 2) -> str:
+    return "n/a" if x is None else f"{_g(100 * x, digits)}%"
+
+
+def _ci(ms, fmt=_g, digits: int = 2) -> str:
+    """A ``_common.stat`` as ``mean [lo, hi]`` (its 95% bootstrap interval over
+    seeds; ``_linearization_report.interval``, ``digits`` significant digits or
+    more), the mean alone with fewer than 2 seeds.
+
+    Examples:
+        >>> _ci({"mean": 0.00046, "ci95": [0.00038, 0.00054]}, _pct)
+        '0.046% [0.038%, 0.054%]'
+        >>> _ci({"mean": 3.0, "ci95": None}), _ci(None)
+        ('3', 'n/a')
+    """
+    if not ms:
+        return "n/a"
+    return _linearization_report.interval(
+        ms.get("mean"), ms.get("ci95"), lambda x, extra: fmt(x, digits + extra)
+    )
+
+
+def _ci_of(values, fmt=_g) -> str:
+    """``_ci`` of ``_common.stat(values)`` (per-seed values)."""
+    return _ci(_common.stat(values), fmt)
+
+
+def _geo_ci(values) -> str:
+    """The geometric mean of positive per-seed values with the interval
+    :math:`10^{\\mathrm{ci}}` of their log10 (as for the α thresholds)."""
+    st = _common.stat([None if v is None else math.log10(v) for v in values])
+    if st["mean"] is None:
+        return "n/a"
+    ci = None if st["ci95"] is None else [10**x for x in st["ci95"]]
+    return _linearization_report.interval(
+        10 ** st["mean"], ci, lambda x, extra: _g(x, 2 + extra)
+    )
 
 
 def _span(values, fmt=_g) -> str:
@@ -397,8 +437,10 @@ def lco_scale_line(data: dict, what: str, replay: dict | None = None) -> str:
         f"in groups with a nonzero advantage), {len(seeds)} seeds "
         f"({seeds[0]}–{seeds[-1]}), "
         f"{len(data['units'])} units, regime {_regimes(data)} (bfloat16 rollout "
-        f"engine as the anchor, trainer in {_train_dtypes(data)}); mean ± standard "
-        "error over seeds. "
+        f"engine as the anchor, trainer in {_train_dtypes(data)}); numbers are mean "
+        f"[95% percentile bootstrap interval] over the {len(seeds)} seeds (the mean "
+        "alone where fewer than 2 seeds have a value); with this few seeds the "
+        "interval is rough: a percentile bootstrap undercovers at small n. "
         + (
             f"**Not finished (in no number below):** {', '.join(missing)}. "
             if missing
@@ -431,6 +473,30 @@ def _alpha_at(row: dict, level: str = "0.1"):
     return row["thresholds"]["residual_median"][level]["alpha_geomean"]
 
 
+def _alpha_ci(row: dict, level: str = "0.1") -> str:
+    """The threshold α of a setting: geometric mean [10^interval of log10 α] over
+    the seeds that crossed; "(1 seed crossed: no interval)" with one; "not
+    reached" with none."""
+    th = row["thresholds"]["residual_median"][level]
+    if th["alpha_geomean"] is None:
+        return "not reached"
+    text = _linearization_report.interval(
+        th["alpha_geomean"], th.get("alpha_ci95"), lambda x, extra: _g(x, 2 + extra)
+    )
+    return text if th.get("alpha_ci95") else f"{text} (1 seed crossed: no interval)"
+
+
+def _overlap(a: dict, b: dict, level: str = "0.1") -> str:
+    """Whether the two settings' intervals of the ``level`` α overlap (no claim of
+    significance beyond that)."""
+    ca = a["thresholds"]["residual_median"][level].get("alpha_ci95")
+    cb = b["thresholds"]["residual_median"][level].get("alpha_ci95")
+    if not ca or not cb:
+        return "no interval for one of them"
+    disjoint = ca[1] < cb[0] or cb[1] < ca[0]
+    return "intervals disjoint" if disjoint else "intervals overlap"
+
+
 def _not_reached(rows, level: str) -> tuple[int, int]:
     th = [r["thresholds"]["residual_median"][level] for *_, r in rows]
     return sum(t["not_reached"] for t in th), sum(r["seeds"] for *_, r in rows)
@@ -438,6 +504,11 @@ def _not_reached(rows, level: str) -> tuple[int, int]:
 
 def _a1(row: dict, stat: str):
     return _mean(row["at_alpha_1"].get(stat))
+
+
+def _a1_ci(row: dict, stat: str) -> str:
+    """A number at α = 1 with its interval, in percent."""
+    return _ci(row["at_alpha_1"].get(stat), _pct)
 
 
 def lin_conclusions(data: dict, *, by_subset: bool = False) -> list[str]:
@@ -460,13 +531,15 @@ def lin_conclusions(data: dict, *, by_subset: bool = False) -> list[str]:
             f"{cfg['optimizer']} at lr {cfg['lr']:g}): at the real update (α = 1) "
             "the median per-token residual ρ is "
             f"{_span([_a1(r, 'residual_median') for *_, r in mine], _pct)} "
-            f"(per setting: {_per(mine, lambda r: _pct(_a1(r, 'residual_median')))}).",
+            f"(per setting: {_per(mine, lambda r: _a1_ci(r, 'residual_median'))}).",
             f"- {tag}: the median residual reaches 10% at α = "
             f"{_span([_alpha_at(r) for *_, r in mine])} and 50% at α = "
             f"{_span([_alpha_at(r, '0.5') for *_, r in mine])} times the real "
-            f"update (geometric means over the seeds that crossed inside the grid "
-            f"[{cfg['alpha_min']:g}, {cfg['alpha_max']:g}]; not reached on it: "
-            f"{lo10} of {tot} seed-settings at 10%, {lo50} of {tot} at 50%).",
+            f"update (geometric means [10^interval of log10 α] over the seeds that "
+            f"crossed inside the grid [{cfg['alpha_min']:g}, {cfg['alpha_max']:g}]; "
+            f"not reached on it: {lo10} of {tot} seed-settings at 10%, {lo50} of "
+            f"{tot} at 50%); per setting, 10%: {_per(mine, _alpha_ci)}; 50%: "
+            f"{_per(mine, lambda r: _alpha_ci(r, '0.5'))}.",
             f"- {tag}: evaluated at the linearized logits z + αJΔθ, the median "
             "relative errors of Δlog π_k, ΔD and Δloss at α = 1 are "
             f"{_span([_a1(r, 'logp_lin_relerr_median') for *_, r in mine], _pct)}, "
@@ -478,13 +551,23 @@ def lin_conclusions(data: dict, *, by_subset: bool = False) -> list[str]:
             f"{_span([_a1(r, 'loss_relerr') for *_, r in mine], _pct)}; the "
             "first-order Δlog π_k has the realized sign on "
             f"{_span([_a1(r, 'logp_sign_agreement') for *_, r in mine], _pct)} of "
-            "the tokens.",
+            "the tokens. Per setting (linearized Δlog π_k, ΔD, Δloss; first-order "
+            "Δlog π_k, ΔD, Δloss; sign agreement):",
+            *(
+                f"  - {_setting(loss, None, m)}: "
+                + ", ".join(_a1_ci(r, k) for k in LIN_ERRORS[:3])
+                + "; "
+                + ", ".join(_a1_ci(r, k) for k in LIN_ERRORS[3:6])
+                + f"; {_a1_ci(r, LIN_ERRORS[6])}."
+                for loss, _, m, r in mine
+            ),
         ]
         out.append(
             f"- {tag}: the log-log slope of the median residual in α, from α = "
-            f"{cfg['alpha_min']:g} to 1, is "
-            f"{_span([_slope(r) for *_, r in mine], _g3)} "
-            "(1: the residual is the second-order term, proportional to α)."
+            f"{cfg['alpha_min']:g} to 1 (least squares per seed), is "
+            f"{_span([_mean(r['residual_slope']) for *_, r in mine], _g3)} "
+            "(1: the residual is the second-order term, proportional to α; per "
+            f"setting: {_per(mine, lambda r: _ci(r['residual_slope'], digits=3))})."
         )
         out += _loss_comparisons(mine, tag)
     if by_subset and "all" in subsets:
@@ -492,16 +575,16 @@ def lin_conclusions(data: dict, *, by_subset: bool = False) -> list[str]:
     return out
 
 
-def _slope(row: dict):
-    """Least-squares slope of log ρ against log α over the grid up to α = 1."""
-    import numpy as np
-
-    a = np.asarray(row["alphas"], float)
-    c = np.array([np.nan if v is None else v for v in row["residual_median_curve"]])
-    keep = (a <= 1 + 1e-12) & np.isfinite(c) & (c > 0)
-    if keep.sum() < 2:
-        return None
-    return float(np.polyfit(np.log(a[keep]), np.log(c[keep]), 1)[0])
+#: the numbers at α = 1 of the linearized-logits bullet, in its order.
+LIN_ERRORS = (
+    "logp_lin_relerr_median",
+    "div_lin_relerr_median",
+    "loss_lin_relerr",
+    "logp_relerr_median",
+    "div_relerr_median",
+    "loss_relerr",
+    "logp_sign_agreement",
+)
 
 
 def _per(rows, fmt) -> str:
@@ -526,17 +609,17 @@ def _loss_comparisons(rows, tag: str) -> list[str]:
             out.append(
                 f"- {tag}: after {m} step{'s' if m > 1 else ''} {LOSS_NAMES[other]} "
                 "reaches a 10% "
-                f"residual at α = {_g(xb)}, LCO-MSE at α = {_g(xa)}"
+                f"residual at α = {_alpha_ci(b)}, LCO-MSE at α = {_alpha_ci(a)}"
                 + (f" (over the {a['seeds'] - na} seeds that crossed)" if na else "")
                 + (
                     f": {LOSS_NAMES[other]} leaves the linear regime "
-                    f"{_g(max(factor, 1 / factor))}× {word}"
+                    f"{_g(max(factor, 1 / factor))}× {word} ({_overlap(a, b)})"
                     if not 0.9 < factor < 1 / 0.9
                     else ": the two leave the linear regime at about the same α "
-                    "(within 10%)"
+                    f"(within 10%; {_overlap(a, b)})"
                 )
                 + "; ‖Δθ‖ "
-                f"{_g(_mean(b['update_norm']))} vs {_g(_mean(a['update_norm']))}."
+                f"{_ci(b['update_norm'])} vs {_ci(a['update_norm'])}."
             )
     return out
 
@@ -568,11 +651,19 @@ def _subset_comparisons(rows, regime: str) -> list[str]:
             f"{_factor(factors, 'smaller', 'larger')} (α is in units of each run's "
             "own real update), and the real update itself is "
             f"{_factor(grow, 'larger', 'smaller')} in ‖Δθ‖ (the same optimizer and "
-            "learning rate over more parameters); per loss and step count.",
+            "learning rate over more parameters); per loss and step count (α at "
+            f"10%, every block vs the last {sub}; ‖Δθ‖, every block vs the last "
+            f"{sub}):",
+            *(
+                f"  - {_setting(loss, None, m)}: α {_alpha_ci(w)} vs {_alpha_ci(a)} "
+                f"({_overlap(w, a)}); ‖Δθ‖ {_ci(w['update_norm'])} vs "
+                f"{_ci(a['update_norm'])}."
+                for loss, m, a, w in pairs
+            ),
             f"- {tag}: the lowest sign agreement of the first-order Δlog π_k with "
-            f"the realized change is {_pct(_a1(worst[3], 'logp_sign_agreement'))} "
+            f"the realized change is {_a1_ci(worst[3], 'logp_sign_agreement')} "
             f"({_setting(worst[0], 'all', worst[1])}; last {sub}, same loss and "
-            f"steps: {_pct(_a1(worst[2], 'logp_sign_agreement'))}).",
+            f"steps: {_a1_ci(worst[2], 'logp_sign_agreement')}).",
         ]
     return out
 
@@ -597,11 +688,13 @@ def tiny_lin_conclusion(data: dict) -> str:
         f"{_span([_alpha_at(r) for _, x, _, r in rows if x == s])}"
         for s in subs
     ]
+    per = ", ".join(f"{_setting(loss, s, m)} {_alpha_ci(r)}" for loss, s, m, r in rows)
     return (
         f"On the tiny random model (`--tiny`, {len(_seeds(data))} seeds, coin-flip "
         f"rewards, {cfg['optimizer']} at lr {cfg['lr']:g}, regime {_regimes(data)}) "
         f"the median residual reaches 10% at α = {'; '.join(parts)} "
-        "(geometric means over seeds, per loss and step count)."
+        "(geometric means [10^interval of log10 α] over seeds, per loss and step "
+        f"count: {per})."
     )
 
 
@@ -617,43 +710,68 @@ def _bounds_facts(data: dict) -> list[str]:
     }
     out = []
     viol = sum(r["bound_violations"] for r in s.values())
+    per_loss = "; ".join(
+        f"{LOSS_NAMES[x]} σ_max {_ci(r['sigma_max'])}, growth "
+        f"{_ci(r['sigma_growth'], digits=3)}"
+        for x, r in s.items()
+    )
     out.append(
         f"- {tag}: ‖∇_θL‖ ≤ σ_max(J)·‖∇_zL‖ held at every step ({viol} violations in "
         f"{sum(steps.values())} steps over {', '.join(LOSS_NAMES[x] for x in s)}); "
         f"σ_max(J) ≈ {_span([_mean(r['sigma_max']) for r in s.values()])}, growing "
         f"by a factor {_span([_mean(r['sigma_growth']) for r in s.values()], _g3)} "
-        "over the run (mean over seeds)."
+        f"over the run (mean [interval] over seeds: {per_loss})."
         if viol == 0
         else f"- {tag}: ‖∇_θL‖ exceeded σ_max(J)·‖∇_zL‖ at {viol} of "
-        f"{sum(steps.values())} steps."
+        f"{sum(steps.values())} steps (σ_max(J), mean [interval] over seeds: "
+        f"{per_loss})."
     )
     for loss, r in s.items():
-        t = _mean(r["tightness"])
+        t, ci = _mean(r["tightness"]), r["tightness"].get("ci95")
+        over = (
+            {"mean": 1 / t, "ci95": None if not ci else [1 / ci[1], 1 / ci[0]]}
+            if t and (not ci or ci[0] > 0)
+            else None
+        )
         out.append(
             f"- {tag}: {LOSS_NAMES[loss]}: tightness ‖∇_θL‖/(σ_max‖∇_zL‖) "
-            f"{_g(t)} (per step {_g(r['tightness_min'])}–{_g(r['tightness_max'])})"
-            + (f": the bound overestimates ‖∇_θL‖ about {_g(1 / t)}×" if t else "")
+            f"{_ci(r['tightness'])} (per step "
+            f"{_g(r['tightness_min'])}–{_g(r['tightness_max'])})"
+            + (
+                f": the bound overestimates ‖∇_θL‖ about {_ci(over)}× (1 / the "
+                "tightness and its interval)"
+                if over
+                else ""
+            )
             + f"; {r['spikes']} gradient spike(s) (> 3× the run's median)."
         )
     mse = [u for k, u in units.items() if k.startswith("bounds/lco_mse/")]
-    first, ratios, last = [], [], 0
+    first, ratios, last = {}, {}, 0  # per minibatch: one value per seed
     for u in mse:
         by = {(st["epoch"], st["minibatch"]): st["loss"] for st in u["steps"]}
         last = max(e for e, _ in by)
         for (e, j), v in by.items():
             if e == 0 and last > 0:
-                first.append(v)
-                ratios.append(by[(last, j)] / v if v > 0 else None)
+                first.setdefault(j, []).append(v)
+                ratios.setdefault(j, []).append(by[(last, j)] / v if v > 0 else None)
     if first:  # a minibatch seen in two epochs
         grads = [
             max(st["grad_norm"] for st in u["steps"]) / u["steps"][0]["grad_norm"]
             for u in mse
         ]
+        per = "; ".join(
+            f"minibatch {j}: {_geo_ci(first[j])} at its first visit, "
+            f"{_geo_ci(ratios[j])}× that at its last"
+            for j in sorted(first)
+        )
         out.append(
             f"- {tag}: LCO-MSE's fixed-target loss on a minibatch is "
-            f"{_span(first)} at its first visit and {_span(ratios)}× that at its "
-            f"last visit {last} epoch(s) later; the parameter gradient grows by a "
-            f"factor {_span(grads)} over the run (largest over first step)."
+            f"{_span([v for vs in first.values() for v in vs])} at its first visit "
+            f"and {_span([v for vs in ratios.values() for v in vs])}× that at its "
+            f"last visit {last} epoch(s) later (geometric means [10^interval of "
+            f"log10] over seeds, {per}); the parameter gradient grows by a factor "
+            f"{_span(grads)} over the run (largest over first step; mean over seeds "
+            f"{_ci_of(grads)})."
         )
     return out
 
@@ -678,7 +796,8 @@ def _fixed_facts(data: dict) -> list[str]:
         out.append(
             f"- {tag}: {LOSS_NAMES[loss]} by gradient descent at η = "
             f"{_span([u['eta'] for u in mine])} ({r['steps']} steps): the loss "
-            f"falls by a factor 1 − ({_span(gaps)}) per step; the real and the "
+            f"falls by a factor 1 − ({_span(gaps)}) per step (1 − rate: mean "
+            f"{_ci_of(gaps)} over seeds); the real and the "
             f"linearized model's losses differ by at most {_g(diff)} (relative); "
             f"⟨∇_θL, θ − θ*⟩ < 0 at {r['param_inner_negative']} of {n} steps, the "
             f"needed inequality fails at {r['needed_inequality_fails']} of {n}; "
@@ -710,26 +829,36 @@ def reach_facts(data: dict, *, within: float = 0.02) -> list[str]:
     ]
     fails = [p for p in r["per_seed"].values() if p["first_fail_scale"] is not None]
     last = r["scales"][-1]
+    per_s = [
+        f"  - s = {_g(x['scale'])}: ρ {_ci(x['residual'])} over abs(ratio − 1) "
+        f"{_ci(x['ratio_dev'])} ({_g(_mean(x['residual']) / _mean(x['ratio_dev']))}×)."
+        for x in r["scales"]
+        if _mean(x["ratio_dev"])
+    ]
     return [
         f"- {tag}: every seed's ratio at θ_0 stays within {within:.0%} of 1 up to "
         f"s = {_g(ok)}"
         + (
-            f" (ρ there: {_g(_mean(r['scales'][scales.index(ok)]['residual']))})"
+            f" (ρ there: {_ci(r['scales'][scales.index(ok)]['residual'])})"
             if ok is not None
             else ""
         )
         + f"; the needed inequality first fails at s = "
         f"{_span([p['first_fail_scale'] for p in fails])} in {len(fails)} of "
         f"{r['seeds']} seeds (ρ there "
-        f"{_span([p['residual_at_first_fail'] for p in fails])}), "
+        f"{_span([p['residual_at_first_fail'] for p in fails])}; mean over those "
+        f"seeds {_ci(r['residual_at_first_fail'])}), "
         f"{r['holds_on_whole_grid']} hold(s) on the whole grid; at the largest s "
         f"= {_g(last['scale'])} it fails at θ_0 in {last['fails']} and at the "
         f"midpoint in {last['fails_mid']} of {r['seeds']}.",
         f"- {tag}: the Cauchy-Schwarz bound abs(ratio − 1) ≤ ρ held at every scale "
         f"and seed ({r['ratio_bound_violations']} violations) and is "
-        f"{_span(loose)}× loose (mean ρ over mean abs(ratio − 1), per s)."
+        f"{_span(loose)}× loose (mean ρ over mean abs(ratio − 1), per s; mean "
+        "[interval] over seeds):"
         if r["ratio_bound_violations"] == 0
-        else f"- {tag}: abs(ratio − 1) ≤ ρ failed {r['ratio_bound_violations']} times.",
+        else f"- {tag}: abs(ratio − 1) ≤ ρ failed {r['ratio_bound_violations']} "
+        "times; per s, mean [interval] over seeds:",
+        *per_s,
     ]
 
 
