@@ -374,31 +374,39 @@ def load_replay(name: str, root: Path = RESULTS) -> dict | None:
 
 def replay_line(data: dict, replay: dict | None) -> str:
     """What the committed replay recomputed from the recorded rollouts, and how
-    closely it agreed."""
+    closely it agreed: per replay invocation its commit, CPU and date, its units,
+    their largest relative difference and the units with a number over the
+    tolerance (a replay on another CPU than the run's is named as such)."""
     if replay is None:
         return "**Not replayed yet** (no committed `replay/replay.json`)."
     units = replay["units"]
-    bad = [u for u, r in units.items() if r.get("missing") or r["over_tol"]]
-    worst = max((r.get("max_rel_diff", 0.0) for r in units.values()), default=0.0)
     numbers = sum(r.get("numbers", 0) for r in units.values())
     runs = replay.get("runs") or [replay.get("provenance", {})]
     used = sorted({r.get("run", 0) for r in units.values()})
-    when = ", ".join(
-        f"`{(runs[i].get('commit') or '')[:12]}` ({runs[i].get('started')})"
-        for i in used
-    )
     which = (
         "every unit"
         if len(units) == len(data["units"])
         else ", ".join(f"`{u}`" for u in sorted(units))
     )
+    home = data.get("provenance", {}).get("cpu")
+    parts = []
+    for i in used:
+        mine = {u: r for u, r in units.items() if r.get("run", 0) == i}
+        bad = sorted(u for u, r in mine.items() if r.get("missing") or r["over_tol"])
+        worst = max((r.get("max_rel_diff", 0.0) for r in mine.values()), default=0.0)
+        cpu = runs[i].get("cpu") or "an unrecorded CPU"
+        where = f"{cpu}, the run's CPU" if cpu == home else f"{cpu}, another CPU"
+        parts.append(
+            f"on {where} (commit `{(runs[i].get('commit') or '')[:12]}`, "
+            f"{runs[i].get('started')}): {len(mine)} unit(s), largest relative "
+            f"difference {worst:.1e}, {len(bad)} with a number over {replay['tol']:g}"
+            + (f" ({', '.join(bad)})" if bad else "")
+        )
     return (
         f"Replay (`--replay`, recomputed from the recorded rollouts): "
-        f"{len(units)} of {len(data['units'])} units ({which}), {numbers:,} numbers, "
-        f"largest relative difference {worst:.1e}, {len(bad)} unit(s) with a number "
-        f"over {replay['tol']:g}"
-        + (f" ({', '.join(bad)})" if bad else "")
-        + f"; at commit{'s' if len(used) > 1 else ''} {when}."
+        f"{len(units)} of {len(data['units'])} units ({which}), {numbers:,} numbers; "
+        + "; ".join(parts)
+        + "."
     )
 
 

@@ -210,10 +210,33 @@ def test_a_partial_replay_keeps_the_units_an_earlier_one_checked(tmp_path):
     assert [r["commit"][0] for r in second["runs"]] == ["1", "2"]
     line = gen.replay_line({"units": units}, second)
     assert "2 of 3 units (`a`, `b`)" in line and "2.0e-09" in line
-    assert "`111111111111` (t1), `222222222222` (t2)" in line
+    assert "(commit `111111111111`, t1): 1 unit(s)" in line
+    assert "(commit `222222222222`, t2): 1 unit(s), largest relative" in line
     # a unit no longer in the results, or a replay at another tolerance, is dropped
     path.write_text(json.dumps(second))
     third = _merged_replay(
         str(path), {"c": {"max_rel_diff": 0.0, "over_tol": []}}, 1e-3, {}, {"c": {}}
     )
     assert sorted(third["units"]) == ["c"] and len(third["runs"]) == 1
+
+
+def test_the_replay_line_names_each_replays_cpu_and_its_units_over_tolerance():
+    units = {"a": {}, "b": {}, "c": {}}
+    replay = {
+        "tol": 1e-6,
+        "runs": [
+            {"commit": "1" * 40, "started": "t1", "cpu": "CPU-A"},
+            {"commit": "2" * 40, "started": "t2", "cpu": "CPU-B"},
+        ],
+        "units": {
+            "a": {"max_rel_diff": 0.0, "over_tol": [], "numbers": 3, "run": 0},
+            "b": {"max_rel_diff": 0.25, "over_tol": ["x"], "numbers": 3, "run": 1},
+            "c": {"max_rel_diff": 1e-9, "over_tol": [], "numbers": 3, "run": 1},
+        },
+    }
+    line = gen.replay_line({"units": units, "provenance": {"cpu": "CPU-A"}}, replay)
+    assert "3 of 3 units (every unit), 9 numbers" in line
+    assert "on CPU-A, the run's CPU (commit `111111111111`, t1): 1 unit(s)" in line
+    assert "difference 0.0e+00, 0 with a number over 1e-06" in line
+    assert "on CPU-B, another CPU (commit `222222222222`, t2): 2 unit(s)" in line
+    assert "difference 2.5e-01, 1 with a number over 1e-06 (b)" in line
