@@ -11,6 +11,17 @@ Writes ``results.json`` with, per comparison, whether the arrays are bit-identic
 their largest absolute difference.
 
 Run ``python -m experiments.engine_determinism`` (SmolLM2-135M) or ``--tiny``.
+
+``--against DIR`` (a committed run of ``--experiment``, default ``sign_agreement``:
+its ``results.json`` and ``rollouts.npz``) asks the question across machines: the
+recorded bfloat16 batch of ``--seed`` is generated again on this CPU with the run's
+config and the experiment's own sampler, and compared bit for bit with the record
+(tokens, the engine's sampled log-probs, top-K ids and float16 log-probs, the prompt
+draw). The recorded tokens are also rescored here (the anchor a replay recomputes);
+the record holds no anchor, so that comparison is the rescored sampled log-prob
+against the generating engine's (``anchor_gap``), set beside the unit's recorded
+``rollouts/anchor_gap`` (the same comparison on the run's CPU). Writes
+``--out``/against.json with both CPUs named.
 """
 
 from __future__ import annotations
@@ -101,6 +112,76 @@ def _child(cfg: dict, path: str) -> None:
     np.savez(path, **out)
 
 
+def against(src: str, experiment: str, seed: int, out: str) -> int:
+    """This CPU's generation of ``src``'s recorded bfloat16 batch of ``seed``
+    against the record; writes ``out``/against.json (see the module)."""
+    import dataclasses
+    import importlib
+
+    exp = importlib.import_module(f"experiments.{experiment}")
+    path = os.path.join(src, "results.json")
+    if not os.path.exists(path):
+        raise _common.BadInput(f"--against {src}: no results.json there")
+    with open(path) as fh:
+        data = json.load(fh)
+    known = {f.name for f in dataclasses.fields(exp.Config)}
+    cfg = exp.Config(**{k: v for k, v in data["config"].items() if k in known})
+    bank = _common.RolloutBank("", path=os.path.join(src, "rollouts.npz"))
+    rec = bank.get(seed, "bfloat16")
+    if rec is None:
+        raise _common.BadInput(f"--against {src}: no bfloat16 batch of seed {seed}")
+    from theorycheck.rl import record
+
+    _common._setup_jax()
+    ctx = _common.Context(cfg, bank, exp.generate)
+    rollouts, meta = exp.generate(ctx, seed, "bfloat16")
+    here = record(rollouts)
+    recorded_meta = json.loads(str(rec.pop("meta")))
+    compared = _compare({k: rec[k] for k in here}, here)
+    compared["meta"] = {"bit_identical": recorded_meta == jsonable_meta(meta)}
+    anchor = _rescore_given(
+        ctx.model, {k: rec[k] for k in ("prompt_ids", "prompt_mask", "tokens")}
+    )
+    gap = float(np.max(np.abs(anchor - rec["sampled_logp"].astype(np.float32))))
+    units = [
+        u
+        for u in data["units"].values()
+        if u.get("seed") == seed
+        and u.get("rollouts", {}).get("engine_dtype") == "bfloat16"
+    ]
+    run_cpu = data.get("provenance", {}).get("cpu")
+    result = {
+        "against": src,
+        "experiment": experiment,
+        "seed": seed,
+        "recorded_on": run_cpu,
+        "provenance": _common.provenance(_common.RolloutConfig(), seeds=[seed]),
+        "generation": compared,
+        "anchor_gap_here": gap,
+        "anchor_gap_recorded": units[0]["rollouts"]["anchor_gap"][
+            "max_abs_sampled_logp"
+        ]
+        if units
+        else None,
+    }
+    os.makedirs(out, exist_ok=True)
+    _common.write_json(os.path.join(out, "against.json"), result)
+    print(
+        json.dumps(
+            {
+                k: result[k]
+                for k in ("generation", "anchor_gap_here", "anchor_gap_recorded")
+            }
+        )
+    )
+    return 0
+
+
+def jsonable_meta(meta: dict) -> dict:
+    """``meta`` as it reads back from a record (JSON round trip)."""
+    return json.loads(json.dumps(_common.jsonable(meta)))
+
+
 def main(argv=None) -> int:
     """Runs the comparison; writes ``--out``/results.json."""
     import argparse
@@ -110,7 +191,20 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="reports/engine_determinism")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--against",
+        default=None,
+        help="a run's folder (results.json, rollouts.npz): regenerate its recorded "
+        "bfloat16 batch of --seed on this CPU and compare",
+    )
+    p.add_argument("--experiment", default="sign_agreement")
     args = p.parse_args(argv)
+    if args.against:
+        try:
+            return against(args.against, args.experiment, args.seed, args.out)
+        except _common.BadInput as err:
+            print(f"engine_determinism: error: {err}", file=sys.stderr)
+            return 2
     cfg = {
         "model": "tiny" if args.tiny else "smollm2",
         "task": "countdown",

@@ -248,3 +248,29 @@ def test_report_only_summarizes_finished_units_without_computing(
 
 def test_fresh_with_report_only_is_refused(tmp_path, capsys):
     assert_fresh_report_only_refused(sign_agreement, ["--tiny"], tmp_path, capsys)
+
+
+def test_engine_determinism_against_a_run_regenerates_its_batch_bit_for_bit(
+    tiny_run, tmp_path
+):
+    """On the CPU that recorded it, the recorded bfloat16 batch is generated again
+    bit for bit, and its rescored anchor agrees with the unit's recorded gap."""
+    from experiments import engine_determinism
+
+    out = tmp_path / "against"
+    argv = ["--against", str(tiny_run), "--seed", "1", "--out", str(out)]
+    assert engine_determinism.main(argv) == 0
+    found = _read(out / "against.json")
+    assert found["seed"] == 1
+    assert set(found["generation"]) >= {"tokens", "sampled_logp", "topk_logp", "meta"}
+    assert all(v["bit_identical"] for v in found["generation"].values())
+    assert found["anchor_gap_here"] == found["anchor_gap_recorded"]
+
+
+def test_engine_determinism_against_a_folder_without_results_exits_2(tmp_path, capsys):
+    from experiments import engine_determinism
+
+    argv = ["--against", str(tmp_path), "--out", str(tmp_path / "o")]
+    assert engine_determinism.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no results.json" in err[0]
