@@ -401,6 +401,7 @@ def replay_line(data: dict, replay: dict | None) -> str:
             f"{runs[i].get('started')}): {len(mine)} unit(s), largest relative "
             f"difference {worst:.1e}, {len(bad)} with a number over {replay['tol']:g}"
             + (f" ({', '.join(bad)})" if bad else "")
+            + _by_regime(data, mine, replay["tol"])
         )
     return (
         f"Replay (`--replay`, recomputed from the recorded rollouts): "
@@ -408,6 +409,25 @@ def replay_line(data: dict, replay: dict | None) -> str:
         + "; ".join(parts)
         + "."
     )
+
+
+def _by_regime(data: dict, mine: dict, tol: float) -> str:
+    """``" (regime r: n units, largest d, k over tol; ...)"``: a replay's units split
+    by their regime, where they span more than one (else "")."""
+    regimes: dict = {}
+    for u, r in mine.items():
+        regime = data["units"].get(u, {}).get("regime")
+        regimes.setdefault(regime, []).append(r)
+    if len(regimes) < 2 or None in regimes:
+        return ""
+    parts = []
+    for regime, rs in sorted(regimes.items()):
+        worst = max(r.get("max_rel_diff", 0.0) for r in rs)
+        over = sum(bool(r.get("missing") or r["over_tol"]) for r in rs)
+        parts.append(
+            f"`{regime}`: {len(rs)} unit(s), largest {worst:.1e}, {over} over {tol:g}"
+        )
+    return " (by regime, " + "; ".join(parts) + ")"
 
 
 def _train_dtypes(data: dict) -> str:

@@ -240,3 +240,18 @@ def test_the_replay_line_names_each_replays_cpu_and_its_units_over_tolerance():
     assert "difference 0.0e+00, 0 with a number over 1e-06" in line
     assert "on CPU-B, another CPU (commit `222222222222`, t2): 2 unit(s)" in line
     assert "difference 2.5e-01, 1 with a number over 1e-06 (b)" in line
+
+
+def test_the_replay_line_splits_a_replays_units_by_regime():
+    units = {"a": {"regime": "on_policy"}, "b": {"regime": "bf16_engine"}}
+    replay = {
+        "tol": 1e-6,
+        "runs": [{"commit": "1" * 40, "started": "t1", "cpu": "CPU-B"}],
+        "units": {
+            "a": {"max_rel_diff": 2e-6, "over_tol": ["x"], "numbers": 1, "run": 0},
+            "b": {"max_rel_diff": 0.5, "over_tol": ["y"], "numbers": 1, "run": 0},
+        },
+    }
+    line = gen.replay_line({"units": units, "provenance": {"cpu": "CPU-A"}}, replay)
+    assert "`bf16_engine`: 1 unit(s), largest 5.0e-01, 1 over 1e-06" in line
+    assert "`on_policy`: 1 unit(s), largest 2.0e-06, 1 over 1e-06" in line
