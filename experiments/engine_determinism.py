@@ -97,6 +97,8 @@ def _compare(a: dict, b: dict) -> dict:
         out[k] = {
             "bit_identical": bool(same_shape and np.array_equal(a[k], b[k])),
             "max_abs_diff": diff,
+            # the share of entries that are equal (None for different shapes)
+            "share_equal": float(np.mean(a[k] == b[k])) if same_shape else None,
         }
     return out
 

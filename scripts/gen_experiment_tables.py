@@ -283,6 +283,47 @@ def determinism_block(data: dict | None) -> str:
     )
 
 
+def against_block(root: Path = RESULTS) -> str:
+    """The cross-CPU comparison (``engine_determinism --against``): a recorded
+    bfloat16 batch generated again on another CPU, bit for bit, and its recorded
+    tokens rescored there."""
+    path = root / "engine_determinism" / "against.json"
+    if not path.exists():
+        return (
+            "**Not measured yet** (no committed "
+            "`experiments/results/engine_determinism/against.json`)."
+        )
+    d = json.loads(path.read_text())
+    prov = d["provenance"]
+    rows = [
+        "| array | bit-identical | entries equal | largest difference |",
+        "|---|---|---|---|",
+    ]
+    for name, r in d["generation"].items():
+        diff, share = r.get("max_abs_diff"), r.get("share_equal")
+        cell = "–" if diff is None else f"{diff:.2e}"
+        eq = "–" if share is None else f"{share:.1%}"
+        ident = "yes" if r["bit_identical"] else "**no**"
+        rows.append(f"| `{name}` | {ident} | {eq} | {cell} |")
+    gap, rec = d["anchor_gap_here"], d["anchor_gap_recorded"]
+    return "\n".join(
+        [
+            f"The bfloat16 batch of seed {d['seed']} recorded by the committed "
+            f"`{d['experiment']}` run (on {d['recorded_on']}) generated again on "
+            f"{prov.get('cpu')} ({prov.get('cpu_count')} cores, commit "
+            f"`{(prov.get('commit') or '')[:12]}`, {prov.get('started')}) with the "
+            "run's config and sampler, against the record:",
+            "",
+            *rows,
+            "",
+            "The recorded tokens rescored on this CPU (the anchor a replay "
+            "recomputes): largest |rescored − engine-reported| sampled log-prob "
+            f"{gap:.4g} here, {rec:.4g} in the unit recorded on {d['recorded_on']}"
+            + (" (the same)." if gap == rec else " (the rescored anchors differ)."),
+        ]
+    )
+
+
 # --- experiments.linearization and experiments.gradient_bounds -------------------
 
 #: display names of the losses the LCO experiments train.
@@ -1006,6 +1047,7 @@ def blocks(root: Path = RESULTS) -> dict[tuple[str, str], str]:
         ("docs/probes.md", "engine-determinism"): determinism_block(
             load("engine_determinism", root)
         ),
+        ("docs/probes.md", "engine-determinism-cpus"): against_block(root),
     }
 
 
