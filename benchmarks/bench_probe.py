@@ -53,6 +53,8 @@ TARGETS = {
     "minibatch_tokens_per_cpu_s": (">=", 10.0),
     "minibatch_speedup": (">=", 10.0),
     "minibatch_run_projected_cpu_s": ("<=", 3600.0),
+    # the experiment's own route: minibatch probing with the controls in its pass
+    "route_tokens_per_cpu_s": (">=", 10.0),
 }
 # name: (numerator, denominator)
 RATIOS = {
@@ -64,6 +66,7 @@ RATIOS = {
         "baseline_unit_tokens_per_cpu_s",
     ),
     "minibatch_over_all_rows": ("minibatch_tokens_per_cpu_s", "tokens_per_cpu_s"),
+    "route_speedup": ("route_tokens_per_cpu_s", "baseline_tokens_per_cpu_s"),
 }
 #: the phases of a probe unit, in the order of the profile table.
 PHASES = (
@@ -73,6 +76,7 @@ PHASES = (
     "stats",
     "realized",
     "masks",
+    "controls",
     "layout",
     "analysis",
     "other",
@@ -583,6 +587,19 @@ def main(argv=None) -> None:
         tr, True, phases=in_pass, rows=setting, controls_seed=0
     )
     q["minibatch_controls_cpu_s"] = in_pass["controls"]
+    # the experiment's route as one number: what a unit of the sign-agreement
+    # experiment runs after its trainer is built (minibatch probing, the controls in
+    # the probe's pass, the analysis), and with the trunk; the seed's generation (both
+    # engines and the anchor's rescore) is shared by its two units
+    route = q["minibatch_with_controls_cpu_s"]
+    q["route_tokens_per_cpu_s"] = q["updated_tokens"] / route
+    q["route_unit_tokens_per_cpu_s"] = q["updated_tokens"] / (route + trunk_s)
+    q["seed_generation_cpu_s"] = (
+        q["rollouts_cpu_s"] + q["rollouts_f32_cpu_s"] + q["rescore_cpu_s"]
+    )
+    in_pass.pop("_wall", None)
+    in_pass["trunk"] = trunk_s
+    profiles["route_warm"] = in_pass
     compared, differ = _same_metrics(two_pass, recorded_controls(probe_c, delta=0.0))
     q["controls_metrics_compared"], q["controls_metrics_differing"] = compared, differ
     plain = runs[("baseline", "cold")][1]

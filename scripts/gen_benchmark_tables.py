@@ -386,6 +386,14 @@ PROBE_LABELS = {
     "minibatch_unit_speedup": "speed-up, minibatch probing, with the trunk",
     "minibatch_over_all_rows": "minibatch probing ÷ all-rows fast path, tokens per "
     "CPU-second",
+    "route_tokens_per_cpu_s": "the experiment's route (minibatch probing, controls "
+    "in its pass): updated tokens per CPU-second, probe + analysis (warm)",
+    "route_unit_tokens_per_cpu_s": "the experiment's route: updated tokens per "
+    "CPU-second, with the trunk",
+    "seed_generation_cpu_s": "one seed's generation: both engines' rollouts and the "
+    "anchor's rescore (CPU-s, shared by the seed's two units)",
+    "route_speedup": "speed-up, probe: the experiment's route ÷ plain tokens per "
+    "CPU-second",
 }
 PROBE_RATIOS = {
     "speedup": ("tokens_per_cpu_s", "baseline_tokens_per_cpu_s"),
@@ -396,6 +404,7 @@ PROBE_RATIOS = {
         "baseline_unit_tokens_per_cpu_s",
     ),
     "minibatch_over_all_rows": ("minibatch_tokens_per_cpu_s", "tokens_per_cpu_s"),
+    "route_speedup": ("route_tokens_per_cpu_s", "baseline_tokens_per_cpu_s"),
 }
 PROBE_PHASES = {
     "grad": "trainer steps: minibatch loss + gradient",
@@ -404,6 +413,7 @@ PROBE_PHASES = {
     "stats": "ratio and Ḋ (token_stats on the logits)",
     "realized": "realized-D passes",
     "masks": "mask branches",
+    "controls": "matched controls (in the probe's pass)",
     "layout": "shared-prompt layout",
     "analysis": "analysis (analyze_probe)",
     "other": "other (Python, records)",
@@ -417,6 +427,7 @@ PROFILE_RUNS = {
     "fast_warm": "fast, warm",
     "minibatch_cold": "minibatch probing, cold",
     "minibatch_warm": "minibatch probing, warm",
+    "route_warm": "the experiment's route (+ controls in its pass), warm",
 }
 
 
