@@ -38,6 +38,13 @@ def _load1() -> float | None:
         return None
 
 
+def _cpu_model() -> str | None:
+    """The CPU's model name (``theorycheck.reproduce``'s reading of it)."""
+    from theorycheck.reproduce._core import _cpu_model as model
+
+    return model()
+
+
 def start(benchmark: str, args) -> dict:
     """The provenance of a run that starts now (before anything is measured).
 
@@ -64,6 +71,7 @@ def start(benchmark: str, args) -> dict:
             ),
             "python": platform.python_version(),
             "cpu_count": os.cpu_count(),
+            "cpu": _cpu_model(),
             "load_1min_start": _load1(),
             "args": {k: v for k, v in vars(args).items() if k != "json_out"},
         },

@@ -89,7 +89,7 @@ def provenance(doc: dict) -> str:
     )
     return (
         f"Measured {p['date_utc']} at {commit} by `{command(doc)}`: "
-        f"{p['cpu_count']} cores ({p['platform']}), {load_text}; "
+        f"{p['cpu_count']} cores ({p.get('cpu') or p['platform']}), {load_text}; "
         f"Python {p['python']}, jax {p['jax']}, numpy {p['numpy']}."
     )
 
