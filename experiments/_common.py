@@ -205,6 +205,13 @@ def write_json(path: str, data) -> None:
     os.replace(tmp, path)
 
 
+def recorded_config(data: dict) -> dict:
+    """A results file's ``config`` with the settings it predates filled in as they
+    were then: ``anchor_arithmetic = "xla"`` (the anchor was XLA's engine-dtype
+    pass before the exactly rounded one existed)."""
+    return {"anchor_arithmetic": "xla", **data.get("config", {})}
+
+
 class ResultStore:
     """Resumable results: finished units survive a kill.
 
@@ -230,7 +237,11 @@ class ResultStore:
         if not fresh and os.path.exists(self.path):
             with open(self.path) as fh:
                 old = json.load(fh)
-            if same(old.get("config", {})) != same(want):
+            before, after = same(recorded_config(old)), same(want)
+            changed = {
+                k for k in before.keys() | after.keys() if before.get(k) != after.get(k)
+            }
+            if changed and changed != {"anchor_arithmetic"}:
                 raise BadInput(
                     f"{self.path} holds a run with another config; pass --fresh or "
                     "another --out"
@@ -239,6 +250,24 @@ class ResultStore:
             if os.path.exists(self.timings_path):
                 with open(self.timings_path) as fh:
                     self.timings = json.load(fh)
+            if changed:
+                self._drop_anchored(before["anchor_arithmetic"], want)
+
+    def _drop_anchored(self, was: str, want: dict) -> None:
+        """A restart that changes only ``anchor_arithmetic`` recomputes the units
+        that read the anchor and keeps the ``on_policy`` ones, which never do (the
+        trainer's own policy is their μ)."""
+        units = self.data["units"]
+        drop = [u for u, r in units.items() if r.get("regime") != "on_policy"]
+        for u in drop:
+            units.pop(u)
+            self.data.get("unit_commits", {}).pop(u, None)
+            self.timings.pop(u, None)
+        log(
+            f"anchor arithmetic {was} -> {want['anchor_arithmetic']}: "
+            f"{len(drop)} unit(s) that read the anchor will be recomputed, "
+            f"{len(units)} on-policy unit(s) kept"
+        )
 
     def done(self, unit: str) -> bool:
         """Whether ``unit`` finished in this or an earlier run."""
@@ -477,6 +506,7 @@ class Context:
             temperature=self.cfg.temperature,
             anchor=anchor,
             tokenizer=self.model[2],
+            arithmetic=self.cfg.anchor_arithmetic,
         )
         self._cache = {key: (out, meta)}  # one batch at a time (memory)
         return out, meta
@@ -741,7 +771,7 @@ def replay(exp, src: str, *, tol: float = 1e-6, only: list[str] | None = None) -
     _same_analysis(exp, data, src)
     known = {f.name for f in dataclasses.fields(exp.Config)}
     cfg = exp.Config(
-        **{k: _untuple(v) for k, v in data["config"].items() if k in known}
+        **{k: _untuple(v) for k, v in recorded_config(data).items() if k in known}
     )
     _setup_jax()
     bank = RolloutBank("", path=os.path.join(os.path.dirname(path), "rollouts.npz"))
@@ -857,6 +887,7 @@ __all__ = [
     "log",
     "parse_config",
     "provenance",
+    "recorded_config",
     "savefig",
     "versions",
     "write_json",

@@ -36,10 +36,14 @@ import numpy as np
 from experiments import _common
 
 SINGLE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+#: the children: XLA flags that change how every matmul is computed on this CPU
+#: (``sse42``: code generated for SSE4.2 only, as on a CPU without AVX: other vector
+#: widths, other summation orders)
+CHILDREN = {"single_threaded": SINGLE_THREAD, "sse42": "--xla_cpu_max_isa=SSE4_2"}
 
 
 def _arrays(model, cfg, seed: int) -> dict:
-    from theorycheck.rl import collect, make_problems, rescore
+    from theorycheck.rl import collect, make_problems
 
     r = collect(
         model,
@@ -51,27 +55,24 @@ def _arrays(model, cfg, seed: int) -> dict:
         engine_dtype="bfloat16",
         full_vocab=False,
     )
-    anchor = rescore(
-        model,
-        r.prompt_ids,
-        r.prompt_mask,
-        r.tokens,
-        engine_dtype="bfloat16",
-        temperature=1.0,
-    )
-    sampled = np.take_along_axis(anchor, r.tokens[..., None], -1)[..., 0]
+    given = {
+        "prompt_ids": r.prompt_ids,
+        "prompt_mask": r.prompt_mask,
+        "tokens": r.tokens,
+    }
     return {
         "tokens": r.tokens,
         "sampled_logp": r.sampled_logp,
         "topk_logp": r.topk_logp,
-        "rescored_sampled_logp": sampled,
-        "prompt_ids": r.prompt_ids,
-        "prompt_mask": r.prompt_mask,
+        "rescored_sampled_logp": _rescore_given(model, given, "xla"),
+        "rescored_exact_sampled_logp": _rescore_given(model, given, "exact"),
+        **given,
     }
 
 
-def _rescore_given(model, given: dict) -> np.ndarray:
-    """The rescored anchor's log-prob of the sampled token, for recorded tokens."""
+def _rescore_given(model, given: dict, arithmetic: str) -> np.ndarray:
+    """The rescored anchor's log-prob of the sampled token, for recorded tokens,
+    with XLA's bfloat16 arithmetic or the exactly rounded one."""
     from theorycheck.rl import rescore
 
     anchor = rescore(
@@ -81,8 +82,17 @@ def _rescore_given(model, given: dict) -> np.ndarray:
         given["tokens"],
         engine_dtype="bfloat16",
         temperature=1.0,
+        arithmetic=arithmetic,
     )
     return np.take_along_axis(anchor, given["tokens"][..., None], -1)[..., 0]
+
+
+def _parent_rescored(model, given: dict) -> dict:
+    """The first run's tokens rescored here, both arithmetics."""
+    return {
+        "rescored_parent_tokens": _rescore_given(model, given, "xla"),
+        "rescored_parent_tokens_exact": _rescore_given(model, given, "exact"),
+    }
 
 
 def _compare(a: dict, b: dict) -> dict:
@@ -110,7 +120,7 @@ def _child(cfg: dict, path: str) -> None:
     model = tiny_model() if cfg["model"] == "tiny" else load_model(cfg["model"])
     out = _arrays(model, cfg, cfg["seed"])
     with np.load(path) as z:  # the parent's tokens, rescored here
-        out["rescored_parent_tokens"] = _rescore_given(model, dict(z))
+        out.update(_parent_rescored(model, dict(z)))
     np.savez(path, **out)
 
 
@@ -127,7 +137,9 @@ def against(src: str, experiment: str, seed: int, out: str) -> int:
     with open(path) as fh:
         data = json.load(fh)
     known = {f.name for f in dataclasses.fields(exp.Config)}
-    cfg = exp.Config(**{k: v for k, v in data["config"].items() if k in known})
+    cfg = exp.Config(
+        **{k: v for k, v in _common.recorded_config(data).items() if k in known}
+    )
     bank = _common.RolloutBank("", path=os.path.join(src, "rollouts.npz"))
     rec = bank.get(seed, "bfloat16")
     if rec is None:
@@ -142,7 +154,9 @@ def against(src: str, experiment: str, seed: int, out: str) -> int:
     compared = _compare({k: rec[k] for k in here}, here)
     compared["meta"] = {"bit_identical": recorded_meta == jsonable_meta(meta)}
     anchor = _rescore_given(
-        ctx.model, {k: rec[k] for k in ("prompt_ids", "prompt_mask", "tokens")}
+        ctx.model,
+        {k: rec[k] for k in ("prompt_ids", "prompt_mask", "tokens")},
+        cfg.anchor_arithmetic,
     )
     gap = float(np.max(np.abs(anchor - rec["sampled_logp"].astype(np.float32))))
     units = [
@@ -228,27 +242,33 @@ def main(argv=None) -> int:
     second = _arrays(model, cfg, args.seed)
     path = os.path.join(args.out, "child.npz")
     np.savez(path, **first)
-    env = dict(os.environ, XLA_FLAGS=SINGLE_THREAD)
-    argv_child = [sys.executable, "-m", "experiments.engine_determinism"]
-    argv_child += ["--child", path, "--seed", str(args.seed)]
-    argv_child += ["--tiny"] if args.tiny else []
-    subprocess.run(argv_child, check=True, env=env)
-    with np.load(path) as z:
-        child = {k: z[k] for k in z.files}
+    children = {}
+    for name, flags in CHILDREN.items():
+        env = dict(os.environ, XLA_FLAGS=flags)
+        argv_child = [sys.executable, "-m", "experiments.engine_determinism"]
+        argv_child += ["--child", path, "--seed", str(args.seed)]
+        argv_child += ["--tiny"] if args.tiny else []
+        subprocess.run(argv_child, check=True, env=env)
+        with np.load(path) as z:
+            children[name] = {k: z[k] for k in z.files}
+        np.savez(path, **first)  # the parent's arrays for the next child
     os.remove(path)
     given = {k: first[k] for k in ("prompt_ids", "prompt_mask", "tokens")}
     first["rescored_parent_tokens"] = first["rescored_sampled_logp"]
-    second["rescored_parent_tokens"] = _rescore_given(model, given)
-    for arrays in (first, second, child):
+    first["rescored_parent_tokens_exact"] = first["rescored_exact_sampled_logp"]
+    second.update(_parent_rescored(model, given))
+    for arrays in (first, second, *children.values()):
         arrays.pop("prompt_ids"), arrays.pop("prompt_mask")
     data = {
         "config": cfg,
         "provenance": _common.provenance(_common.RolloutConfig(), seeds=[args.seed]),
         "same_process": _compare(first, second),
-        "single_threaded_child": _compare(first, child),
+        **{f"{name}_child": _compare(first, c) for name, c in children.items()},
     }
     _common.write_json(os.path.join(args.out, "results.json"), data)
-    print(json.dumps({k: data[k] for k in ("same_process", "single_threaded_child")}))
+    print(
+        json.dumps({k: v for k, v in data.items() if k.endswith(("_child", "process"))})
+    )
     return 0
 
 

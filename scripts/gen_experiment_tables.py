@@ -265,8 +265,9 @@ def determinism_block(data: dict | None) -> str:
     for key, label in (
         ("same_process", "the same process, twice"),
         ("single_threaded_child", "a single-threaded XLA process"),
+        ("sse42_child", "an XLA process with SSE4.2 code only"),
     ):
-        for name, r in data[key].items():
+        for name, r in data.get(key, {}).items():
             diff = "–" if r["max_abs_diff"] is None else f"{r['max_abs_diff']:.2e}"
             ident = "yes" if r["bit_identical"] else "**no**"
             rows.append(f"| {label} | `{name}` | {ident} | {diff} |")

@@ -220,6 +220,49 @@ def test_a_different_config_is_not_mixed_into_old_results(tiny_run, capsys):
     assert "another config" in capsys.readouterr().err
 
 
+def test_changing_only_the_anchor_arithmetic_recomputes_the_anchored_units(
+    tiny_run, tmp_path
+):
+    """A restart with another ``--anchor-arithmetic`` recomputes the bf16_engine
+    units (they read the anchor) and keeps the on_policy ones (they never do); the
+    recomputed units differ from XLA's anchor's, the kept ones are the same."""
+    out = tmp_path / "xla"
+    assert (
+        sign_agreement.main([*ARGV, "--anchor-arithmetic", "xla", "--out", str(out)])
+        == 0
+    )
+    xla = _read(out / "results.json")
+    assert sign_agreement.main([*ARGV, "--out", str(out)]) == 0
+    exact = _read(out / "results.json")
+    assert exact["config"]["anchor_arithmetic"] == "exact"
+    assert exact["units"].keys() == xla["units"].keys()
+    for uid, unit in exact["units"].items():
+        if unit["regime"] == "on_policy":
+            assert unit == xla["units"][uid]
+        else:
+            assert (
+                unit["rollouts"]["anchor_gap"]
+                != xla["units"][uid]["rollouts"]["anchor_gap"]
+            )
+    # and the same numbers as a run with the exact anchor from the start
+    assert_same_results(out / "results.json", tiny_run / "results.json")
+
+
+def test_a_results_file_without_the_field_replays_with_xla_arithmetic(tmp_path, capsys):
+    """A results file written before ``anchor_arithmetic`` existed recomputed its
+    anchor with XLA's arithmetic; its replay does the same (recorded_config)."""
+    out = tmp_path / "legacy"
+    assert (
+        sign_agreement.main([*ARGV, "--anchor-arithmetic", "xla", "--out", str(out)])
+        == 0
+    )
+    data = _read(out / "results.json")
+    del data["config"]["anchor_arithmetic"]
+    (out / "results.json").write_text(json.dumps(data))
+    assert sign_agreement.main(["--replay", str(out)]) == 0
+    assert "0 with numbers over 1e-06" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
@@ -231,6 +274,7 @@ def test_a_different_config_is_not_mixed_into_old_results(tiny_run, capsys):
         (["--probe-rows", "some"], "probe_rows"),
         (["--others-rows", "-1"], "others_rows"),
         (["--others-rows", "99"], "others_rows"),
+        (["--anchor-arithmetic", "fast"], "anchor_arithmetic"),
     ],
 )
 def test_bad_input_exits_2_naming_the_value(argv, needle, tmp_path, capsys):

@@ -105,3 +105,20 @@ def test_from_record_refuses_a_missing_field(tiny, rollouts_bf16):
     del rec["tokens"]
     with pytest.raises(BadInput, match="tokens"):
         from_record(tiny, rec, engine_dtype="bfloat16", temperature=1.0)
+
+
+def test_the_exact_anchor_is_a_bfloat16_anchor_other_than_xlas(tiny, rollouts_bf16):
+    # two bfloat16 engines: both near the generating engine, not the same numbers
+    args = (
+        tiny,
+        rollouts_bf16.prompt_ids,
+        rollouts_bf16.prompt_mask,
+        rollouts_bf16.tokens,
+    )
+    exact = rescore(*args, engine_dtype="bfloat16", temperature=1.0)
+    xla = rescore(*args, engine_dtype="bfloat16", temperature=1.0, arithmetic="xla")
+    assert exact.dtype == np.float32 and exact.shape == xla.shape
+    assert not np.array_equal(exact, xla)
+    assert np.max(np.abs(exact - rollouts_bf16.behavior_logp)) < 0.2
+    with pytest.raises(BadInput, match="fast"):
+        rescore(*args, engine_dtype="bfloat16", temperature=1.0, arithmetic="fast")

@@ -7,6 +7,7 @@ differentiate through the last blocks only.
 """
 
 from theorycheck.models._config import Family, ModelConfig, RopeLayout
+from theorycheck.models._exact import exactly_rounded
 from theorycheck.models._generate import (
     Generation,
     completion_mask,
@@ -32,6 +33,7 @@ from theorycheck.models._params import (
 from theorycheck.models._transformer import forward, hidden_states
 
 __all__ = [
+    "exactly_rounded",
     "DEFAULT_MODEL",
     "Family",
     "Generation",

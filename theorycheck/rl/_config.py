@@ -146,6 +146,7 @@ class RolloutConfig:
     temperature: float = 1.0
     seeds: int = 5
     first_seed: int = 0
+    anchor_arithmetic: str = "exact"
 
     def __post_init__(self):
         for name in ("prompts", "samples", "new_tokens", "topk", "seeds"):
@@ -153,6 +154,10 @@ class RolloutConfig:
                 raise BadInput(f"{name} = {getattr(self, name)} must be >= 1")
         if not (np.isfinite(self.temperature) and self.temperature > 0):
             raise BadInput(f"temperature = {self.temperature} must be > 0")
+        if self.anchor_arithmetic not in ("exact", "xla"):
+            raise BadInput(
+                f"anchor_arithmetic = {self.anchor_arithmetic!r} must be exact or xla"
+            )
 
     def seed_list(self) -> list[int]:
         """The seeds of the run."""

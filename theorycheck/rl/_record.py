@@ -10,7 +10,10 @@ engine dtype) over prompt + response,
 
 .. math:: \log\mu_{st} = \operatorname{log\,softmax}(z^\text{engine}_{st} / T),
 
-the same function of the recorded tokens in the run and in its replay. The sampled
+the same function of the recorded tokens in the run and in its replay, and on every
+machine: by default the pass runs with each operation computed in float64 and rounded
+once to the engine's declared dtype (``arithmetic="exact"``), since XLA's own bfloat16
+arithmetic rounds differently on different CPUs. The sampled
 tokens themselves came from the KV-cached generation, whose own log-probs agree with
 this teacher-forced pass only up to the engine's rounding (the recorded sampled
 log-probs and top-K let a replay measure that gap); a replay never regenerates.
@@ -18,6 +21,7 @@ log-probs and top-K let a replay measure that gap); a replay never regenerates.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -51,25 +55,62 @@ def record(rollouts: Rollouts) -> dict[str, np.ndarray]:
     }
 
 
+#: how :func:`rescore` computes: ``"exact"`` (every operation in float64, rounded
+#: once to the engine's declared dtype: the same numbers on every CPU) or ``"xla"``
+#: (XLA's own engine-dtype arithmetic, as the KV-cached sampler; its rounding depends
+#: on the CPU)
+ARITHMETICS = ("exact", "xla")
+
+
 def rescore(
-    model, prompt_ids, prompt_mask, tokens, *, engine_dtype: str, temperature: float
+    model,
+    prompt_ids,
+    prompt_mask,
+    tokens,
+    *,
+    engine_dtype: str,
+    temperature: float,
+    arithmetic: str = "exact",
 ) -> np.ndarray:
-    """``[B, N, V]`` float32 engine log-probs of the response positions (teacher
-    forced, parameters cast to ``engine_dtype``)."""
-    from theorycheck.models import cast_params, forward, sampling_logprobs
+    r"""``[B, N, V]`` float32 engine log-probs of the response positions (teacher
+    forced, parameters cast to ``engine_dtype``).
+
+    With ``arithmetic="exact"`` the pass is :func:`theorycheck.models.exactly_rounded`:
+    the engine's program (bfloat16 activations, float32 norm statistics and softmax)
+    with each operation computed in float64 and rounded once to its declared dtype,
+    so the anchor is one function of the recorded tokens on every machine. With
+    ``"xla"`` it is XLA's compiled engine-dtype pass, whose bfloat16 rounding differs
+    between CPUs (results recorded before the choice existed used it)."""
+    from theorycheck.models import (
+        cast_params,
+        exactly_rounded,
+        forward,
+        sampling_logprobs,
+    )
 
     if engine_dtype not in ("bfloat16", "float32"):
         raise BadInput(
             f"engine_dtype must be bfloat16 or float32, got {engine_dtype!r}"
         )
+    if arithmetic not in ARITHMETICS:
+        raise BadInput(
+            f"anchor arithmetic must be one of {', '.join(ARITHMETICS)}, "
+            f"got {arithmetic!r}"
+        )
     cfg, params, _ = model
     engine = cast_params(params, jnp.dtype(engine_dtype))
     ids = np.concatenate([prompt_ids, tokens], axis=1)
     mask = np.concatenate([prompt_mask, np.ones_like(tokens)], axis=1).astype(np.int32)
-    logits = forward(engine, cfg, ids, attention_mask=mask)
     start = prompt_ids.shape[1] - 1  # row t scores the token at t + 1
-    logits = logits[:, start : start + tokens.shape[1]]
-    return np.asarray(sampling_logprobs(logits, temperature), np.float32)
+    n = tokens.shape[1]
+
+    def score(p, i, m):
+        logits = forward(p, cfg, i, attention_mask=m)[:, start : start + n]
+        return sampling_logprobs(logits, temperature)
+
+    if arithmetic == "exact":
+        score = jax.jit(exactly_rounded(score))
+    return np.asarray(score(engine, ids, mask), np.float32)
 
 
 def from_record(
@@ -80,6 +121,7 @@ def from_record(
     temperature: float,
     anchor: bool = True,
     tokenizer=None,
+    arithmetic: str = "exact",
 ) -> Rollouts:
     """:class:`Rollouts` rebuilt from a :func:`record` (the trainer's input).
 
@@ -91,6 +133,7 @@ def from_record(
         anchor: recompute the full-vocabulary anchor (:func:`rescore`); False leaves
             ``behavior_logp`` None (an on-policy trainer uses its own policy).
         tokenizer: decodes ``text`` when given (else ``text`` is empty strings).
+        arithmetic: how the anchor is computed (:func:`rescore`).
     """
     missing = [f for f in FIELDS if f not in rec]
     if missing:
@@ -107,6 +150,7 @@ def from_record(
             tokens,
             engine_dtype=engine_dtype,
             temperature=temperature,
+            arithmetic=arithmetic,
         )
     text = (
         [tokenizer.decode(list(map(int, row))) for row in tokens]
