@@ -209,6 +209,12 @@ def _seed_counts(s: dict) -> list[int]:
     )
 
 
+def _train_dtype(data: dict) -> str:
+    """The units' trainer precision (float64 where a unit predates the record)."""
+    found = {u.get("train_dtype", "float64") for u in data["units"].values()}
+    return ", ".join(sorted(found)) or "float64"
+
+
 def markdown(data: dict, timings: dict) -> str:
     """The report: the bound's tightness per loss; rates and inner products."""
     cfg = data["provenance"]["config"]
@@ -216,7 +222,8 @@ def markdown(data: dict, timings: dict) -> str:
     rows = [
         "# Gradient-norm bounds, directionality and linear convergence",
         "",
-        f"Model `{cfg['model']}`, last {cfg['trainable_blocks']} block(s) trainable, "
+        f"Model `{cfg['model']}`, last {cfg['trainable_blocks']} block(s) trainable "
+        f"(trainer in {_train_dtype(data)}), "
         f"task `{cfg['task']}`, {cfg['prompts']} prompts × {cfg['samples']} samples "
         f"× {cfg['new_tokens']} tokens, seeds {data['provenance']['seeds']}, commit "
         f"`{data['provenance']['commit']}`. " + seeds_sentence(_seed_counts(s)),

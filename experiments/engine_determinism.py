@@ -173,6 +173,7 @@ def against(src: str, experiment: str, seed: int, out: str) -> int:
         "recorded_on": run_cpu,
         "provenance": _common.provenance(_common.RolloutConfig(), seeds=[seed]),
         "generation": compared,
+        "anchor_arithmetic": cfg.anchor_arithmetic,
         "anchor_gap_here": gap,
         "anchor_gap_recorded": units[0]["rollouts"]["anchor_gap"][
             "max_abs_sampled_logp"

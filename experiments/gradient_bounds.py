@@ -78,8 +78,12 @@ class Config(_common.RolloutConfig):
 
 
 def _trainer(cfg: Config, model, rollouts, seed: int):
+    """The trainer (frozen trunk, anchor, optimizer) of ``cfg.trainable_blocks``
+    blocks, in :func:`experiments.linearization.trainer_dtype`'s precision."""
+    from experiments.linearization import trainer_dtype
     from theorycheck.rl import TrainConfig, Trainer
 
+    check_blocks(cfg, model)
     tc = TrainConfig(
         loss="ppo",  # the trainer's setup only; the objective is objective_fn(loss)
         optimizer=cfg.optimizer,
@@ -88,7 +92,20 @@ def _trainer(cfg: Config, model, rollouts, seed: int):
         epochs=cfg.epochs,
         trainable_blocks=cfg.trainable_blocks,
     )
-    return Trainer(model, rollouts, tc, seed=seed)
+    dtype = trainer_dtype(cfg.trainable_blocks, model[0].vocab_size)
+    return Trainer(model, rollouts, tc, seed=seed, dtype=dtype)
+
+
+def check_blocks(cfg: Config, model) -> None:
+    """``trainable_blocks`` within the model's depth (bad input otherwise)."""
+    from theorycheck._errors import BadInput
+
+    layers = model[0].num_layers
+    if not 1 <= cfg.trainable_blocks <= layers:
+        raise BadInput(
+            f"trainable_blocks = {cfg.trainable_blocks} must be in 1..{layers} "
+            f"({cfg.model} has {layers} blocks; {layers} trains the whole network)"
+        )
 
 
 def bounds_unit(cfg: Config, model, rollouts, loss: str, seed: int) -> dict:
@@ -324,14 +341,21 @@ def generate(ctx: _common.Context, seed: int, engine: str):
 
 def run_unit(ctx: _common.Context, cfg: Config, unit: _common.Unit) -> dict:
     """One unit from its seed's recorded rollouts."""
+    import numpy as np
+
     kind, name = unit.spec
+    check_blocks(cfg, ctx.model)  # before any rollout is generated
     rollouts, _ = ctx.rollouts(unit.seed, unit.engine)
     run = {"bounds": bounds_unit, "fixed": fixed_unit, "reach": reach_unit}[kind]
     out = run(cfg, ctx.model, rollouts, name, unit.seed)
+    from experiments.linearization import trainer_dtype
+
+    dtype = trainer_dtype(cfg.trainable_blocks, ctx.model[0].vocab_size)
     out.update(
         variant=f"{kind}/{name}",
         seed=unit.seed,
         regime="bf16_engine",
+        train_dtype=str(np.dtype(dtype)),
         reward_mean=float(rollouts.reward.mean()),
     )
     return out

@@ -97,6 +97,15 @@ def _names(text: str, what: str, valid=None) -> list[str]:
     return names
 
 
+def trainer_dtype(blocks: int, vocab: int):
+    """The trainer's precision: float64, except float32 for more than 4 trainable
+    blocks of a real-vocabulary model (the whole network of SmolLM2 in float64
+    needs several GB more and twice the time)."""
+    import jax.numpy as jnp
+
+    return jnp.float32 if blocks > 4 and vocab > 1000 else jnp.float64
+
+
 def _blocks(subset: str, num_layers: int) -> int:
     from theorycheck._errors import BadInput
 
@@ -138,8 +147,7 @@ def linearization_unit(
         epochs=cfg.epochs,
         trainable_blocks=blocks,
     )
-    big = blocks > 4 and model.config.vocab_size > 1000
-    train_dtype = jnp.float32 if big else jnp.float64
+    train_dtype = trainer_dtype(blocks, model.config.vocab_size)
     trainer = Trainer(model, rollouts, tc, seed=seed, dtype=train_dtype)
     apply_fn = trainer_apply_fn(trainer.model_config, trainer.rows)
     loss_fn = objective_fn(loss)

@@ -65,7 +65,13 @@ def scale_line(data: dict) -> str:
         f"**Scale of the committed run:** `{cfg['model']}`, task `{cfg['task']}`, "
         f"{cfg['prompts']} prompts × {cfg['samples']} samples × {cfg['new_tokens']} "
         f"new tokens per seed, {len(seeds)} seeds ({seeds[0]}–{seeds[-1]}), regimes "
-        f"{', '.join(f'`{r}`' for r in regimes)}; updated tokens per seed "
+        f"{', '.join(f'`{r}`' for r in regimes)}"
+        + (
+            f" (the `bf16_engine` anchor rescored with {anchor_words(cfg)})"
+            if "bf16_engine" in regimes
+            else ""
+        )
+        + "; updated tokens per seed "
         f"{min(tokens)}–{max(tokens)} (median {sorted(tokens)[len(tokens) // 2]}). "
         + (
             f"**Not finished (in no number below):** {', '.join(missing)}. "
@@ -253,6 +259,24 @@ def rollout_block(data: dict | None) -> str:
     )
 
 
+#: how an anchor was rescored (``anchor_arithmetic``), in words
+ARITHMETIC = {
+    "xla": "XLA's bfloat16 arithmetic",
+    "exact": "exactly rounded bfloat16 arithmetic",
+}
+
+
+def anchor_words(cfg: dict) -> str:
+    """How a run's anchor was rescored, in words (a config that predates the
+    setting: XLA's), with what that means for a replay on another CPU."""
+    how = cfg.get("anchor_arithmetic", "xla")
+    return ARITHMETIC[how] + (
+        " (the same on every CPU)"
+        if how == "exact"
+        else " (CPU-dependent: replayed exactly on the run's CPU model only)"
+    )
+
+
 def determinism_block(data: dict | None) -> str:
     """Whether bfloat16 generation and rescoring were bit-identical."""
     if data is None:
@@ -317,8 +341,10 @@ def against_block(root: Path = RESULTS) -> str:
             "",
             *rows,
             "",
-            "The recorded tokens rescored on this CPU (the anchor a replay "
-            "recomputes): largest |rescored − engine-reported| sampled log-prob "
+            "The recorded tokens rescored on this CPU with "
+            + ARITHMETIC[d.get("anchor_arithmetic", "xla")]
+            + " (the anchor a replay of that run recomputes): largest |rescored − "
+            "engine-reported| sampled log-prob "
             f"{gap:.4g} here, {rec:.4g} in the unit recorded on {d['recorded_on']}"
             + (" (the same)." if gap == rec else " (the rescored anchors differ)."),
         ]
@@ -507,7 +533,8 @@ def lco_scale_line(data: dict, what: str, replay: dict | None = None) -> str:
         f"in groups with a nonzero advantage), {len(seeds)} seeds "
         f"({seeds[0]}–{seeds[-1]}), "
         f"{len(data['units'])} units, regime {_regimes(data)} (bfloat16 rollout "
-        f"engine as the anchor, trainer in {_train_dtypes(data)}); numbers are mean "
+        f"engine as the anchor, rescored with {anchor_words(cfg)}, trainer in "
+        f"{_train_dtypes(data)}); numbers are mean "
         f"[95% percentile bootstrap interval] over the {len(seeds)} seeds (the mean "
         "alone where fewer than 2 seeds have a value); with this few seeds the "
         "interval is rough: a percentile bootstrap undercovers at small n. "

@@ -1,5 +1,6 @@
 """The gradient-bounds experiment's --tiny mode end to end, resumability, bad input."""
 
+import json
 import math
 
 import pytest
@@ -137,6 +138,8 @@ def test_killed_run_restarted_gives_the_same_json(tiny_run, tmp_path, monkeypatc
         (["--reach-scales", "1e-3,nan"], "'nan'"),
         (["--reach-scales", "1e-2,1e-3"], "increasing"),
         (["--losses", "", "--fixed-losses", "", "--reach-scales", ""], "no units"),
+        (["--trainable-blocks", "4"], "trainable_blocks = 4 must be in 1..3"),
+        (["--trainable-blocks", "0"], "trainable_blocks = 0"),
     ],
 )
 def test_bad_input_exits_2_naming_the_value(argv, needle, tmp_path, capsys):
@@ -162,3 +165,20 @@ def test_replay_recomputes_every_unit_from_the_recorded_rollouts(tiny_run, capsy
     assert all(u["regime"] == "bf16_engine" for u in units.values())
     assert gradient_bounds.main(["--replay", str(tiny_run)]) == 0
     assert "0 with numbers over 1e-06" in capsys.readouterr().out
+
+
+def test_the_whole_network_of_a_real_vocabulary_trains_in_float32():
+    """The rule both LCO experiments share (float64 on the last blocks; the whole
+    SmolLM2 network in float32), recorded per unit as ``train_dtype``."""
+    import jax.numpy as jnp
+
+    from experiments.linearization import trainer_dtype
+
+    assert trainer_dtype(2, 49152) == jnp.float64
+    assert trainer_dtype(30, 49152) == jnp.float32
+    assert trainer_dtype(3, 64) == jnp.float64  # the tiny model, every block
+
+
+def test_units_record_their_trainer_precision(tiny_run):
+    units = json.loads((tiny_run / "results.json").read_text())["units"]
+    assert {u["train_dtype"] for u in units.values()} == {"float64"}
