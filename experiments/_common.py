@@ -234,6 +234,8 @@ class ResultStore:
         same = lambda a: {k: v for k, v in a.items() if k not in loose}  # noqa: E731
         self.data = {"config": want, "units": {}}
         self.timings: dict = {}
+        if fresh:
+            prune_replay(out_dir)  # every unit is recomputed
         if not fresh and os.path.exists(self.path):
             with open(self.path) as fh:
                 old = json.load(fh)
@@ -263,6 +265,7 @@ class ResultStore:
             units.pop(u)
             self.data.get("unit_commits", {}).pop(u, None)
             self.timings.pop(u, None)
+        prune_replay(self.out_dir, drop)
         log(
             f"anchor arithmetic {was} -> {want['anchor_arithmetic']}: "
             f"{len(drop)} unit(s) that read the anchor will be recomputed, "
@@ -790,6 +793,8 @@ def replay(exp, src: str, *, tol: float = 1e-6, only: list[str] | None = None) -
         replayed[uid] = jsonable(exp.run_unit(ctx, cfg, units[uid]))
     recorded = {u: data["units"][u] for u in chosen}
     report = compare_units(recorded, replayed, tol=tol)
+    for uid in report:  # which recorded numbers this replay checked
+        report[uid]["recorded_sha"] = unit_sha(recorded[uid])
     bad = [u for u, r in report.items() if r.get("missing") or r["over_tol"]]
     out_dir = os.path.join(os.path.dirname(path), "replay")
     os.makedirs(out_dir, exist_ok=True)
@@ -813,9 +818,10 @@ def replay(exp, src: str, *, tol: float = 1e-6, only: list[str] | None = None) -
 def _merged_replay(path: str, report: dict, tol: float, prov: dict, units) -> dict:
     """The replay record with this replay's units added: a replay of some units
     (``--replay-units``) keeps the units an earlier replay at the same tolerance
-    checked (still in the results file), each unit with the ``run`` (index into
-    ``runs``, one provenance per replay) that checked it; a unit replayed again is
-    replaced."""
+    checked (still in the results file with the numbers it checked:
+    ``recorded_sha``; an entry written before the hash existed is kept as it is),
+    each unit with the ``run`` (index into ``runs``, one provenance per replay) that
+    checked it; a unit replayed again is replaced."""
     old = {}
     if os.path.exists(path):
         with open(path) as fh:
@@ -825,6 +831,10 @@ def _merged_replay(path: str, report: dict, tol: float, prov: dict, units) -> di
         runs = list(old.get("runs") or [old["provenance"]])
         for uid, rec in old.get("units", {}).items():
             if uid in units and uid not in report:
+                if rec.get("recorded_sha", unit_sha(units[uid])) != unit_sha(
+                    units[uid]
+                ):
+                    continue  # the unit was recomputed since: not checked
                 kept[uid] = {"run": 0, **rec}
     runs.append(prov)
     merged = {**kept, **{u: {**r, "run": len(runs) - 1} for u, r in report.items()}}
@@ -834,6 +844,32 @@ def _merged_replay(path: str, report: dict, tol: float, prov: dict, units) -> di
         "runs": runs,
         "provenance": prov,
     }
+
+
+def unit_sha(unit: dict) -> str:
+    """A short hash of a unit's recorded result (sorted-key JSON)."""
+    import hashlib
+
+    raw = json.dumps(jsonable(unit), sort_keys=True).encode()
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def prune_replay(out_dir: str, drop=None) -> int:
+    """Removes the units ``drop`` (None: every unit) from
+    ``out_dir``/replay/replay.json (their numbers are being recomputed, so no
+    replay has checked them); returns how many entries went."""
+    path = os.path.join(out_dir, "replay", "replay.json")
+    if not os.path.exists(path):
+        return 0
+    with open(path) as fh:
+        record = json.load(fh)
+    held = record.get("units", {})
+    gone = list(held) if drop is None else [u for u in drop if u in held]
+    for u in gone:
+        record["units"].pop(u)
+    if gone:
+        write_json(path, record)
+    return len(gone)
 
 
 def _same_analysis(exp, data: dict, src: str) -> None:

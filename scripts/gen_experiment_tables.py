@@ -464,6 +464,8 @@ def replay_line(data: dict, replay: dict | None) -> str:
         worst = max((r.get("max_rel_diff", 0.0) for r in mine.values()), default=0.0)
         cpu = runs[i].get("cpu") or "an unrecorded CPU"
         where = f"{cpu}, the run's CPU" if cpu == home else f"{cpu}, another CPU"
+        if runs[i].get("xla_flags"):  # another code path on that CPU
+            where += f", with `XLA_FLAGS={runs[i]['xla_flags']}`"
         parts.append(
             f"on {where} (commit `{(runs[i].get('commit') or '')[:12]}`, "
             f"{runs[i].get('started')}): {len(mine)} unit(s), largest relative "

@@ -220,6 +220,34 @@ def test_a_partial_replay_keeps_the_units_an_earlier_one_checked(tmp_path):
     assert sorted(third["units"]) == ["c"] and len(third["runs"]) == 1
 
 
+def test_a_replay_entry_of_numbers_since_recomputed_is_not_kept(tmp_path):
+    """An earlier replay checked a unit's numbers as they were (``recorded_sha``);
+    once the unit is recomputed (other numbers) the entry no longer speaks for it,
+    and a restart that recomputes units prunes their entries at once."""
+    from experiments._common import _merged_replay, prune_replay, unit_sha
+
+    (tmp_path / "replay").mkdir()
+    path = tmp_path / "replay" / "replay.json"
+    old = {"a": {"x": 1.0}, "b": {"x": 2.0}}
+    entry = lambda u: {"max_rel_diff": 0.0, "over_tol": [], "recorded_sha": u}  # noqa: E731
+    first = _merged_replay(
+        str(path),
+        {"a": entry(unit_sha(old["a"])), "b": entry(unit_sha(old["b"]))},
+        1e-6,
+        {"started": "t1"},
+        old,
+    )
+    path.write_text(json.dumps(first))
+    new = {"a": {"x": 1.0}, "b": {"x": 2.5}, "c": {"x": 3.0}}  # b recomputed
+    second = _merged_replay(str(path), {"c": entry(unit_sha(new["c"]))}, 1e-6, {}, new)
+    assert sorted(second["units"]) == ["a", "c"]
+    path.write_text(json.dumps(second))
+    assert prune_replay(str(tmp_path), ["a", "zz"]) == 1
+    assert sorted(json.loads(path.read_text())["units"]) == ["c"]
+    assert prune_replay(str(tmp_path)) == 1
+    assert json.loads(path.read_text())["units"] == {}
+
+
 def test_the_replay_line_names_each_replays_cpu_and_its_units_over_tolerance():
     units = {"a": {}, "b": {}, "c": {}}
     replay = {
@@ -240,6 +268,10 @@ def test_the_replay_line_names_each_replays_cpu_and_its_units_over_tolerance():
     assert "difference 0.0e+00, 0 with a number over 1e-06" in line
     assert "on CPU-B, another CPU (commit `222222222222`, t2): 2 unit(s)" in line
     assert "difference 2.5e-01, 1 with a number over 1e-06 (b)" in line
+    # a replay under other XLA code generation on the run's CPU says so
+    replay["runs"][1] = {**replay["runs"][0], "xla_flags": "--xla_cpu_max_isa=SSE4_2"}
+    line = gen.replay_line({"units": units, "provenance": {"cpu": "CPU-A"}}, replay)
+    assert "on CPU-A, the run's CPU, with `XLA_FLAGS=--xla_cpu_max_isa=SSE4_2`" in line
 
 
 def test_the_replay_line_splits_a_replays_units_by_regime():

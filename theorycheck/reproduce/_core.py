@@ -107,7 +107,8 @@ def provenance(
     quick: bool | None = None, *, outside: str | None = None, **extra
 ) -> dict[str, Any]:
     """Where the numbers came from: commit and dirty flag (:func:`git_state`),
-    package versions, interpreter, machine (platform, CPU model and count), the load
+    package versions, interpreter, machine (platform, CPU model and count, the
+    ``XLA_FLAGS`` it ran under), the load
     average and the UTC start time, plus ``extra`` entries (an experiment's config
     and seeds). Reports, experiments and their results files all write this record.
     ``outside``: the run's output folder, whose changes do not make it dirty.
@@ -126,6 +127,8 @@ def provenance(
         "machine": platform.machine(),
         "cpu": _cpu_model(),
         "cpu_count": os.cpu_count(),
+        # XLA's CPU code generation is part of the machine (e.g. --xla_cpu_max_isa)
+        "xla_flags": os.environ.get("XLA_FLAGS") or None,
         "load_average_start": load_average(),
         "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
