@@ -220,42 +220,53 @@ def test_a_different_config_is_not_mixed_into_old_results(tiny_run, capsys):
     assert "another config" in capsys.readouterr().err
 
 
+#: one seed, both regimes: the smallest run with units that read the anchor and
+#: units that do not
+ANCHOR_ARGV = ["--tiny", "--seeds", "1", "--grid", "base,on_policy"]
+
+
+@pytest.fixture(scope="module")
+def xla_run(tmp_path_factory):
+    """The tiny run with the anchor rescored by XLA's bfloat16 arithmetic."""
+    out = tmp_path_factory.mktemp("sign_xla") / "run"
+    argv = [*ANCHOR_ARGV, "--anchor-arithmetic", "xla", "--out", str(out)]
+    assert sign_agreement.main(argv) == 0
+    return out
+
+
 def test_changing_only_the_anchor_arithmetic_recomputes_the_anchored_units(
-    tiny_run, tmp_path
+    xla_run, tiny_run, tmp_path
 ):
     """A restart with another ``--anchor-arithmetic`` recomputes the bf16_engine
     units (they read the anchor) and keeps the on_policy ones (they never do); the
-    recomputed units differ from XLA's anchor's, the kept ones are the same."""
-    out = tmp_path / "xla"
-    assert (
-        sign_agreement.main([*ARGV, "--anchor-arithmetic", "xla", "--out", str(out)])
-        == 0
-    )
+    recomputed unit is the one a run with the exact anchor from the start has."""
+    out = tmp_path / "run"
+    shutil.copytree(xla_run, out)
     xla = _read(out / "results.json")
-    assert sign_agreement.main([*ARGV, "--out", str(out)]) == 0
+    assert sign_agreement.main([*ANCHOR_ARGV, "--out", str(out)]) == 0
     exact = _read(out / "results.json")
     assert exact["config"]["anchor_arithmetic"] == "exact"
-    assert exact["units"].keys() == xla["units"].keys()
-    for uid, unit in exact["units"].items():
-        if unit["regime"] == "on_policy":
-            assert unit == xla["units"][uid]
-        else:
-            assert (
-                unit["rollouts"]["anchor_gap"]
-                != xla["units"][uid]["rollouts"]["anchor_gap"]
-            )
-    # and the same numbers as a run with the exact anchor from the start
-    assert_same_results(out / "results.json", tiny_run / "results.json")
+    assert (
+        exact["units"].keys()
+        == xla["units"].keys()
+        == {"base/seed0", "on_policy/seed0"}
+    )
+    assert exact["units"]["on_policy/seed0"] == xla["units"]["on_policy/seed0"]
+    base = exact["units"]["base/seed0"]
+    assert (
+        base["rollouts"]["anchor_gap"]
+        != xla["units"]["base/seed0"]["rollouts"]["anchor_gap"]
+    )
+    assert base == _read(tiny_run / "results.json")["units"]["base/seed0"]
 
 
-def test_a_results_file_without_the_field_replays_with_xla_arithmetic(tmp_path, capsys):
+def test_a_results_file_without_the_field_replays_with_xla_arithmetic(
+    xla_run, tmp_path, capsys
+):
     """A results file written before ``anchor_arithmetic`` existed recomputed its
     anchor with XLA's arithmetic; its replay does the same (recorded_config)."""
     out = tmp_path / "legacy"
-    assert (
-        sign_agreement.main([*ARGV, "--anchor-arithmetic", "xla", "--out", str(out)])
-        == 0
-    )
+    shutil.copytree(xla_run, out)
     data = _read(out / "results.json")
     del data["config"]["anchor_arithmetic"]
     (out / "results.json").write_text(json.dumps(data))
