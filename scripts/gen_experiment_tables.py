@@ -993,6 +993,7 @@ def lco_blocks(root: Path = RESULTS) -> dict[str, str]:
     """The blocks of docs/linearization.md and the findings block."""
     lin, sub = load("linearization", root), load("linearization_subsets", root)
     grad, tiny = load("gradient_bounds", root), load("reach_tiny", root)
+    grad_all = load("gradient_bounds_all", root)
     lin_tiny = load("linearization_tiny", root)
     out = {}
     for key, data, name, what in (
@@ -1006,6 +1007,13 @@ def lco_blocks(root: Path = RESULTS) -> dict[str, str]:
         ),
         ("gradient", grad, "gradient_bounds", "`experiments.gradient_bounds`"),
         (
+            "gradient-all",
+            grad_all,
+            "gradient_bounds_all",
+            "`experiments.gradient_bounds --trainable-blocks 30 --seeds 3 "
+            "--fixed-losses '' --reach-scales ''`",
+        ),
+        (
             "reach-tiny",
             tiny,
             "reach_tiny",
@@ -1018,7 +1026,7 @@ def lco_blocks(root: Path = RESULTS) -> dict[str, str]:
             continue
         report = (
             _gradient_report
-            if name in ("gradient_bounds", "reach_tiny")
+            if name in ("gradient_bounds", "gradient_bounds_all", "reach_tiny")
             else (_linearization_report)
         )
         out[f"{key}-scale"] = lco_scale_line(data, what, load_replay(name, root))
@@ -1055,7 +1063,12 @@ def blocks(root: Path = RESULTS) -> dict[tuple[str, str], str]:
     findings = "\n\n".join(
         dict.fromkeys(  # an absent run's one "not measured yet" line, once
             lco[f"{key}-{part}"]
-            for key in ("linearization", "linearization-subsets", "gradient")
+            for key in (
+                "linearization",
+                "linearization-subsets",
+                "gradient",
+                "gradient-all",
+            )
             for part in ("scale", "conclusions")
         )
     )

@@ -261,16 +261,27 @@ def test_changing_only_the_anchor_arithmetic_recomputes_the_anchored_units(
 
 
 def test_a_results_file_without_the_field_replays_with_xla_arithmetic(
-    xla_run, tmp_path, capsys
+    xla_run, tmp_path, monkeypatch, capsys
 ):
     """A results file written before ``anchor_arithmetic`` existed recomputed its
-    anchor with XLA's arithmetic; its replay does the same (recorded_config)."""
+    anchor with XLA's arithmetic; its replay reads it so (recorded_config) and so
+    reproduces its numbers (each unit recomputed by the real unit function)."""
     out = tmp_path / "legacy"
     shutil.copytree(xla_run, out)
     data = _read(out / "results.json")
     del data["config"]["anchor_arithmetic"]
     (out / "results.json").write_text(json.dumps(data))
-    assert sign_agreement.main(["--replay", str(out)]) == 0
+    seen = []
+    real = sign_agreement.run_unit
+
+    def spy(ctx, cfg, unit):
+        seen.append(cfg.anchor_arithmetic)
+        return real(ctx, cfg, unit)
+
+    monkeypatch.setattr(sign_agreement, "run_unit", spy)
+    argv = ["--replay", str(out), "--replay-units", "base/seed0"]
+    assert sign_agreement.main(argv) == 0
+    assert seen == ["xla"]
     assert "0 with numbers over 1e-06" in capsys.readouterr().out
 
 
