@@ -216,6 +216,7 @@ def main(argv=None) -> int:
     )
     p.add_argument("--experiment", default="sign_agreement")
     args = p.parse_args(argv)
+    _common._setup_jax()  # float64: the exactly rounded rescoring computes in it
     if args.against:
         try:
             return against(args.against, args.experiment, args.seed, args.out)

@@ -340,3 +340,17 @@ def test_engine_determinism_against_a_folder_without_results_exits_2(tmp_path, c
     assert engine_determinism.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no results.json" in err[0]
+
+
+def test_engine_determinism_the_exact_rescoring_survives_other_xla_code(tmp_path):
+    """The tiny model's batch generated and rescored in this process and in two
+    children whose XLA computes every matmul another way (single-threaded; SSE4.2
+    code only): the exactly rounded rescoring of the same recorded tokens is
+    bit-identical in every one of them."""
+    from experiments import engine_determinism
+
+    assert engine_determinism.main(["--tiny", "--out", str(tmp_path)]) == 0
+    found = _read(tmp_path / "results.json")
+    for key in ("same_process", "single_threaded_child", "sse42_child"):
+        assert found[key]["rescored_parent_tokens_exact"]["bit_identical"], key
+    assert found["same_process"]["tokens"]["bit_identical"]
