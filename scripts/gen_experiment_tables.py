@@ -1058,7 +1058,8 @@ def lco_blocks(root: Path = RESULTS) -> dict[str, str]:
 
 def blocks(root: Path = RESULTS) -> dict[tuple[str, str], str]:
     """Every generated experiment block, keyed ``(page, name)``."""
-    probes = probe_blocks(load("sign_agreement", root))
+    sign = load("sign_agreement", root)
+    probes = probe_blocks(sign)
     lco = lco_blocks(root)
     findings = "\n\n".join(
         dict.fromkeys(  # an absent run's one "not measured yet" line, once
@@ -1075,7 +1076,11 @@ def blocks(root: Path = RESULTS) -> dict[tuple[str, str], str]:
     return {
         **{("docs/linearization.md", name): body for name, body in lco.items()},
         ("docs/findings.md", "findings-linearization"): findings,
-        ("docs/probes.md", "probes-scale"): probes["probes-scale"],
+        ("docs/probes.md", "probes-scale"): probes["probes-scale"]
+        + "\n\n"
+        + replay_line(sign, load_replay("sign_agreement", root))
+        if sign is not None
+        else probes["probes-scale"],
         ("docs/probes.md", "probes-tables"): probes["probes-tables"],
         ("docs/probes.md", "probes-conclusions"): probes["probes-conclusions"],
         ("README.md", "readme-probes"): probes["probes-scale"]
