@@ -36,7 +36,7 @@ def test_a_changed_result_makes_its_blocks_stale(tmp_path):
     if not src.exists():
         return  # nothing committed: the "not measured yet" blocks are checked above
     res = tmp_path / "results"
-    (res / "sign_agreement").mkdir(parents=True)
+    shutil.copytree(src.parent, res / "sign_agreement")  # its replay record too
     data = json.loads(src.read_text())
     _copy_pages(tmp_path)
     (res / "sign_agreement" / "results.json").write_text(json.dumps(data))
