@@ -2,7 +2,8 @@ r"""Recorded rollouts: what a replay needs, compactly; the anchor recomputed fro
 
 A rollout batch is recorded as the prompt ids and mask, the sampled tokens, the groups
 and rewards, the engine's log-prob of each sampled token and its top-K (ids and
-log-probs, float16): about ``B·N·(8 + 4K)`` bytes, no vocabulary-sized array.
+log-probs, float16; token ids as uint16 where the vocabulary fits, else int32): about
+``B·N·(6 + 4K)`` bytes, no vocabulary-sized array.
 
 The trainer's anchor log μ over the whole vocabulary is not stored: :func:`rescore`
 recomputes it by one teacher-forced forward pass of the engine (parameters cast to the
@@ -41,16 +42,23 @@ FIELDS = (
 )
 
 
+def token_ids(ids) -> np.ndarray:
+    """Token ids as uint16 when every id fits (exact), else int32."""
+    ids = np.asarray(ids)
+    fits = ids.size == 0 or (ids.min() >= 0 and ids.max() < 2**16)
+    return ids.astype(np.uint16 if fits else np.int32)
+
+
 def record(rollouts: Rollouts) -> dict[str, np.ndarray]:
     """The compact arrays of ``rollouts`` (:data:`FIELDS`; top-K in float16)."""
     return {
         "prompt_ids": np.asarray(rollouts.prompt_ids, np.int32),
         "prompt_mask": np.asarray(rollouts.prompt_mask, np.int8),
-        "tokens": np.asarray(rollouts.tokens, np.int32),
+        "tokens": token_ids(rollouts.tokens),
         "group": np.asarray(rollouts.group, np.int16),
         "reward": np.asarray(rollouts.reward, np.float32),
         "sampled_logp": np.asarray(rollouts.sampled_logp, np.float32),
-        "topk_ids": np.asarray(rollouts.topk_ids, np.int32),
+        "topk_ids": token_ids(rollouts.topk_ids),
         "topk_logp": np.asarray(rollouts.topk_logp, np.float16),
     }
 
