@@ -83,7 +83,6 @@ def _trainer(cfg: Config, model, rollouts, seed: int):
     from experiments.linearization import trainer_dtype
     from theorycheck.rl import TrainConfig, Trainer
 
-    check_blocks(cfg, model)
     tc = TrainConfig(
         loss="ppo",  # the trainer's setup only; the objective is objective_fn(loss)
         optimizer=cfg.optimizer,
@@ -343,13 +342,13 @@ def run_unit(ctx: _common.Context, cfg: Config, unit: _common.Unit) -> dict:
     """One unit from its seed's recorded rollouts."""
     import numpy as np
 
+    from experiments.linearization import trainer_dtype
+
     kind, name = unit.spec
     check_blocks(cfg, ctx.model)  # before any rollout is generated
     rollouts, _ = ctx.rollouts(unit.seed, unit.engine)
     run = {"bounds": bounds_unit, "fixed": fixed_unit, "reach": reach_unit}[kind]
     out = run(cfg, ctx.model, rollouts, name, unit.seed)
-    from experiments.linearization import trainer_dtype
-
     dtype = trainer_dtype(cfg.trainable_blocks, ctx.model[0].vocab_size)
     out.update(
         variant=f"{kind}/{name}",

@@ -74,13 +74,19 @@ def test_rescored_anchor_is_close_to_the_generating_engine(tiny, rollouts_bf16):
     assert gap["max_abs_sampled_logp"] < 0.2 and gap["max_abs_topk_logp"] < 0.2
 
 
-def test_rescore_is_deterministic(tiny, rollouts_bf16):
-    args = (
+@pytest.fixture
+def rescore_args(tiny, rollouts_bf16):
+    """``rescore``'s positional arguments for the bfloat16 batch."""
+    return (
         tiny,
         rollouts_bf16.prompt_ids,
         rollouts_bf16.prompt_mask,
         rollouts_bf16.tokens,
     )
+
+
+def test_rescore_is_deterministic(rescore_args):
+    args = rescore_args
     a = rescore(*args, engine_dtype="bfloat16", temperature=1.0)
     b = rescore(*args, engine_dtype="bfloat16", temperature=1.0)
     np.testing.assert_array_equal(a, b)
@@ -107,14 +113,11 @@ def test_from_record_refuses_a_missing_field(tiny, rollouts_bf16):
         from_record(tiny, rec, engine_dtype="bfloat16", temperature=1.0)
 
 
-def test_the_exact_anchor_is_a_bfloat16_anchor_other_than_xlas(tiny, rollouts_bf16):
+def test_the_exact_anchor_is_a_bfloat16_anchor_other_than_xlas(
+    rescore_args, rollouts_bf16
+):
     # two bfloat16 engines: both near the generating engine, not the same numbers
-    args = (
-        tiny,
-        rollouts_bf16.prompt_ids,
-        rollouts_bf16.prompt_mask,
-        rollouts_bf16.tokens,
-    )
+    args = rescore_args
     exact = rescore(*args, engine_dtype="bfloat16", temperature=1.0)
     xla = rescore(*args, engine_dtype="bfloat16", temperature=1.0, arithmetic="xla")
     assert exact.dtype == np.float32 and exact.shape == xla.shape

@@ -130,6 +130,10 @@ def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
     return optax.chain(clip, opt)
 
 
+#: how the trainer's anchor is rescored (:func:`theorycheck.rl.rescore`)
+ARITHMETICS = ("exact", "xla")
+
+
 @dataclasses.dataclass(frozen=True)
 class RolloutConfig:
     """The rollout settings of an experiment: the model, the verifiable task, the
@@ -154,9 +158,10 @@ class RolloutConfig:
                 raise BadInput(f"{name} = {getattr(self, name)} must be >= 1")
         if not (np.isfinite(self.temperature) and self.temperature > 0):
             raise BadInput(f"temperature = {self.temperature} must be > 0")
-        if self.anchor_arithmetic not in ("exact", "xla"):
+        if self.anchor_arithmetic not in ARITHMETICS:
             raise BadInput(
-                f"anchor_arithmetic = {self.anchor_arithmetic!r} must be exact or xla"
+                f"anchor_arithmetic = {self.anchor_arithmetic!r} must be one of "
+                f"{', '.join(ARITHMETICS)}"
             )
 
     def seed_list(self) -> list[int]:

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from theorycheck._errors import BadInput
+from theorycheck.rl._config import ARITHMETICS
 from theorycheck.rl._rollout import Rollouts
 
 #: the arrays of one recorded batch (prefixed per batch in a shared ``.npz``).
@@ -63,13 +64,6 @@ def record(rollouts: Rollouts) -> dict[str, np.ndarray]:
     }
 
 
-#: how :func:`rescore` computes: ``"exact"`` (every operation in float64, rounded
-#: once to the engine's declared dtype: the same numbers on every CPU) or ``"xla"``
-#: (XLA's own engine-dtype arithmetic, as the KV-cached sampler; its rounding depends
-#: on the CPU)
-ARITHMETICS = ("exact", "xla")
-
-
 def rescore(
     model,
     prompt_ids,
@@ -81,7 +75,8 @@ def rescore(
     arithmetic: str = "exact",
 ) -> np.ndarray:
     r"""``[B, N, V]`` float32 engine log-probs of the response positions (teacher
-    forced, parameters cast to ``engine_dtype``).
+    forced, parameters cast to ``engine_dtype``), computed one of
+    :data:`ARITHMETICS` ways.
 
     With ``arithmetic="exact"`` the pass is :func:`theorycheck.models.exactly_rounded`:
     the engine's program (bfloat16 activations, float32 norm statistics and softmax)
