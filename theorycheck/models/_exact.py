@@ -62,6 +62,31 @@ def _up(x):
     return x.astype(jnp.float64) if _inexact(x) else x
 
 
+def _round(x, dtype):
+    """``x`` rounded to ``dtype`` (round to nearest even) by operations XLA keeps.
+
+    A bare ``convert`` is not enough: with excess precision allowed (XLA's default)
+    the compiler may drop a ``float64 -> bfloat16 -> float64`` pair and feed the
+    next operation the unrounded value (it does on some CPUs). The value is first
+    rounded in float64 (``reduce_precision`` for normal numbers; subnormal
+    ones, which ``reduce_precision`` flushes, by an exact power-of-two scaling and
+    ``round``), so the conversion that follows is exact whether it is kept or not.
+    """
+    dtype, x = jnp.dtype(dtype), jnp.asarray(x)
+    if not (
+        jnp.issubdtype(dtype, jnp.floating)
+        and jnp.issubdtype(x.dtype, jnp.floating)
+        and jnp.finfo(dtype).bits < jnp.finfo(x.dtype).bits
+    ):
+        return x.astype(dtype)
+    fi = jnp.finfo(dtype)
+    x = x.astype(jnp.float64)  # exact; the target's subnormals are normal here
+    normal = jax.lax.reduce_precision(x, fi.nexp, fi.nmant)
+    sub = jnp.asarray(fi.smallest_subnormal, jnp.float64)
+    tiny = jnp.round(x / sub) * sub  # exact: a power-of-two scaling, then round
+    return jnp.where(jnp.abs(x) < fi.smallest_normal, tiny, normal).astype(dtype)
+
+
 def _body(params: dict):
     for name in ("jaxpr", "call_jaxpr", "fun_jaxpr"):
         if name in params:
@@ -133,6 +158,8 @@ def _apply(eqn, ins: list) -> list:
         raise NotImplementedError(
             f"exactly_rounded: no rule for the higher-order primitive {name!r}"
         )
+    if name == "convert_element_type" and _inexact(ins[0]):
+        return [_round(ins[0], params["new_dtype"])]  # one rounding, kept by XLA
     if name in _AS_IS or not any(_inexact(x) for x in ins):
         out = eqn.primitive.bind(*ins, **params)
         return list(out) if eqn.primitive.multiple_results else [out]
@@ -144,7 +171,7 @@ def _apply(eqn, ins: list) -> list:
     out = eqn.primitive.bind(*[_up(x) for x in ins], **new)
     outs = list(out) if eqn.primitive.multiple_results else [out]
     return [
-        x.astype(v.aval.dtype) if _inexact(x) else x
+        _round(x, v.aval.dtype) if _inexact(x) else x
         for x, v in zip(outs, eqn.outvars, strict=True)
     ]
 
