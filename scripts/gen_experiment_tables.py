@@ -463,7 +463,14 @@ def replay_line(data: dict, replay: dict | None) -> str:
         bad = sorted(u for u, r in mine.items() if r.get("missing") or r["over_tol"])
         worst = max((r.get("max_rel_diff", 0.0) for r in mine.values()), default=0.0)
         cpu = runs[i].get("cpu") or "an unrecorded CPU"
-        where = f"{cpu}, the run's CPU" if cpu == home else f"{cpu}, another CPU"
+        isa = runs[i].get("cpu_isa")
+        home_isa = data.get("provenance", {}).get("cpu_isa")
+        if cpu != home or (isa and home_isa and isa != home_isa):
+            where = f"{cpu}, another CPU"
+        elif isa and home_isa:
+            where = f"{cpu}, the run's CPU"
+        else:  # one model name can cover CPUs with other vector instructions
+            where = f"{cpu}, the run's CPU name (instruction sets not recorded)"
         if runs[i].get("xla_flags"):  # another code path on that CPU
             where += f", with `XLA_FLAGS={runs[i]['xla_flags']}`"
         parts.append(

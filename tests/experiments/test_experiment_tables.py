@@ -264,14 +264,15 @@ def test_the_replay_line_names_each_replays_cpu_and_its_units_over_tolerance():
     }
     line = gen.replay_line({"units": units, "provenance": {"cpu": "CPU-A"}}, replay)
     assert "3 of 3 units (every unit), 9 numbers" in line
-    assert "on CPU-A, the run's CPU (commit `111111111111`, t1): 1 unit(s)" in line
+    # one model name, instruction sets unrecorded: not claimed to be the run's CPU
+    assert "on CPU-A, the run's CPU name (instruction sets not recorded)" in line
     assert "difference 0.0e+00, 0 with a number over 1e-06" in line
     assert "on CPU-B, another CPU (commit `222222222222`, t2): 2 unit(s)" in line
     assert "difference 2.5e-01, 1 with a number over 1e-06 (b)" in line
     # a replay under other XLA code generation on the run's CPU says so
     replay["runs"][1] = {**replay["runs"][0], "xla_flags": "--xla_cpu_max_isa=SSE4_2"}
     line = gen.replay_line({"units": units, "provenance": {"cpu": "CPU-A"}}, replay)
-    assert "on CPU-A, the run's CPU, with `XLA_FLAGS=--xla_cpu_max_isa=SSE4_2`" in line
+    assert "(instruction sets not recorded), with `XLA_FLAGS=" in line
 
 
 def test_the_replay_line_splits_a_replays_units_by_regime():
@@ -287,3 +288,22 @@ def test_the_replay_line_splits_a_replays_units_by_regime():
     line = gen.replay_line({"units": units, "provenance": {"cpu": "CPU-A"}}, replay)
     assert "`bf16_engine`: 1 unit(s), largest 5.0e-01, 1 over 1e-06" in line
     assert "`on_policy`: 1 unit(s), largest 2.0e-06, 1 over 1e-06" in line
+
+
+def test_the_replay_line_calls_a_cpu_the_runs_only_with_its_instruction_sets():
+    units = {"a": {}, "b": {}}
+    replay = {
+        "tol": 1e-6,
+        "runs": [
+            {"commit": "1" * 40, "started": "t1", "cpu": "X", "cpu_isa": ["avx2"]},
+            {"commit": "2" * 40, "started": "t2", "cpu": "X", "cpu_isa": ["avx512f"]},
+        ],
+        "units": {
+            "a": {"max_rel_diff": 0.0, "over_tol": [], "numbers": 1, "run": 0},
+            "b": {"max_rel_diff": 0.0, "over_tol": [], "numbers": 1, "run": 1},
+        },
+    }
+    prov = {"cpu": "X", "cpu_isa": ["avx2"]}
+    line = gen.replay_line({"units": units, "provenance": prov}, replay)
+    assert "on X, the run's CPU (commit `111111111111`" in line
+    assert "on X, another CPU (commit `222222222222`" in line

@@ -95,6 +95,24 @@ def _cpu_model() -> str | None:
     return None
 
 
+#: the vector instruction sets that change XLA's CPU code (and so its rounding)
+_ISA = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512", "amx")
+
+
+def _cpu_isa() -> list[str] | None:
+    """The CPU's vector instruction-set flags (``/proc/cpuinfo``; None where absent):
+    two CPUs of one model name can differ here, and XLA's code with them."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    flags = line.split(":", 1)[1].split()
+                    return sorted(f for f in flags if f.startswith(_ISA))
+    except OSError:
+        return None
+    return None
+
+
 def load_average() -> list[float] | None:
     """The 1, 5 and 15 minute load averages (None where the OS has none)."""
     try:
@@ -126,6 +144,7 @@ def provenance(
         "platform": platform.platform(),
         "machine": platform.machine(),
         "cpu": _cpu_model(),
+        "cpu_isa": _cpu_isa(),
         "cpu_count": os.cpu_count(),
         # XLA's CPU code generation is part of the machine (e.g. --xla_cpu_max_isa)
         "xla_flags": os.environ.get("XLA_FLAGS") or None,
