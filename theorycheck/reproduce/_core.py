@@ -84,33 +84,36 @@ def git_state(outside: str | None = None) -> dict[str, Any]:
     }
 
 
-def _cpu_model() -> str | None:
+def _cpuinfo(field: str) -> str | None:
+    """The first ``field`` of ``/proc/cpuinfo`` (None where there is none)."""
     try:
         with open("/proc/cpuinfo") as fh:
             for line in fh:
-                if line.startswith("model name"):
+                if line.startswith(field):
                     return line.split(":", 1)[1].strip()
     except OSError:
         return None
     return None
 
 
-#: the vector instruction sets that change XLA's CPU code (and so its rounding)
-_ISA = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512", "amx")
+def _cpu_model() -> str | None:
+    return _cpuinfo("model name")
+
+
+#: the vector instruction sets that change XLA's CPU code (and so its rounding);
+#: a prefix: ``avx`` covers avx2, avx512* and avx_vnni
+_ISA = ("sse4_2", "avx", "fma", "f16c", "amx")
 
 
 def _cpu_isa() -> list[str] | None:
     """The CPU's vector instruction-set flags (``/proc/cpuinfo``; None where absent):
     two CPUs of one model name can differ here, and XLA's code with them."""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("flags"):
-                    flags = line.split(":", 1)[1].split()
-                    return sorted(f for f in flags if f.startswith(_ISA))
-    except OSError:
-        return None
-    return None
+    flags = _cpuinfo("flags")
+    return (
+        None
+        if flags is None
+        else sorted(f for f in flags.split() if f.startswith(_ISA))
+    )
 
 
 def load_average() -> list[float] | None:
