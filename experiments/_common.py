@@ -100,6 +100,14 @@ def parse_config(cls, argv, *, prog: str, description: str):
         default=None,
         help="with --replay: only these comma-separated unit ids",
     )
+    p.add_argument(
+        "--recompute",
+        metavar="IDS",
+        default=None,
+        help="compute these finished units (comma-separated ids) again from the "
+        "recorded rollouts, e.g. after a fix; their old numbers and replay entries "
+        "are dropped",
+    )
     from experiments import _distributed
 
     _distributed.add_flags(p)
@@ -220,9 +228,10 @@ class ResultStore:
         config: the run's config (a restart with a different config is refused;
             the output folder itself may move).
         fresh: start over, discarding finished units.
+        recompute: finished unit ids to compute again (:meth:`forget`).
     """
 
-    def __init__(self, out_dir: str, config, *, fresh: bool = False):
+    def __init__(self, out_dir: str, config, *, fresh: bool = False, recompute=()):
         os.makedirs(out_dir, exist_ok=True)
         self.out_dir = out_dir
         self.path = os.path.join(out_dir, "results.json")
@@ -254,6 +263,25 @@ class ResultStore:
                     self.timings = json.load(fh)
             if changed:
                 self._drop_anchored(before["anchor_arithmetic"], want)
+        if recompute:
+            self.forget(list(recompute))
+
+    def forget(self, ids: list[str]) -> None:
+        """Drops finished units (numbers, timing, computing commit, replay entries)
+        so that the run computes them again; an id that is not a finished unit is
+        bad input."""
+        units = self.data["units"]
+        unknown = [u for u in ids if u not in units]
+        if unknown:
+            raise BadInput(
+                f"--recompute {', '.join(unknown)}: not a finished unit of {self.path}"
+            )
+        for u in ids:
+            units.pop(u)
+            self.data.get("unit_commits", {}).pop(u, None)
+            self.timings.pop(u, None)
+        prune_replay(self.out_dir, ids)
+        log(f"{len(ids)} finished unit(s) will be recomputed")
 
     def _drop_anchored(self, was: str, want: dict) -> None:
         """A restart that changes only ``anchor_arithmetic`` recomputes the units
@@ -616,6 +644,12 @@ def main(exp, argv=None) -> int:
             )
         if args.replay_units and not args.replay:
             raise BadInput("--replay-units needs --replay DIR")
+        recompute = _ids(args.recompute, "--recompute")
+        if recompute and (args.fresh or args.report_only or args.replay):
+            raise BadInput(
+                "--recompute recomputes finished units of a run: drop --fresh, "
+                "--report-only and --replay"
+            )
         from experiments import _distributed
 
         _distributed.check_args(args)
@@ -626,10 +660,26 @@ def main(exp, argv=None) -> int:
             return replay(exp, args.replay, only=only)
         exp.units(cfg)  # a bad grid exits 2 on every process before connecting
         _distributed.from_args(args)
-        return run(exp, cfg, fresh=args.fresh, report_only=args.report_only)
+        return run(
+            exp,
+            cfg,
+            fresh=args.fresh,
+            report_only=args.report_only,
+            recompute=recompute,
+        )
     except BadInput as err:
         print(f"{name}: error: {err}", file=sys.stderr)
         return 2
+
+
+def _ids(raw: str | None, flag: str) -> list[str]:
+    """Comma-separated unit ids (an empty one is bad input)."""
+    if raw is None:
+        return []
+    ids = [u.strip() for u in raw.split(",")]
+    if not all(ids):
+        raise BadInput(f"{flag} {raw!r}: an empty unit id")
+    return list(dict.fromkeys(ids))
 
 
 def _setup_jax() -> None:
@@ -638,9 +688,15 @@ def _setup_jax() -> None:
     jax.config.update("jax_enable_x64", True)
 
 
-def run(exp, cfg, *, fresh: bool = False, report_only: bool = False) -> int:
+def run(
+    exp, cfg, *, fresh: bool = False, report_only: bool = False, recompute=()
+) -> int:
     """Runs every unfinished unit of ``exp.units(cfg)``, then writes results.json
     (summary, provenance), report.md and the figures into ``cfg.out``.
+
+    ``recompute``: finished units computed again from the rollouts the run
+    recorded (each must be one of ``exp.units(cfg)`` with its batch in
+    ``rollouts.npz``: a recompute never samples new rollouts).
 
     Under ``--distributed`` (``experiments._distributed.context()`` has several
     processes) every process calls this: process 0 decides the units left and tells
@@ -658,7 +714,9 @@ def run(exp, cfg, *, fresh: bool = False, report_only: bool = False) -> int:
     store, error = None, None
     if dist.writer:
         try:
-            store = ResultStore(cfg.out, cfg, fresh=fresh)
+            if recompute:
+                _check_recorded(cfg.out, units, recompute)
+            store = ResultStore(cfg.out, cfg, fresh=fresh, recompute=recompute)
         except BadInput as err:  # told to every process, then raised everywhere
             error = str(err)
     done = (lambda u: True) if report_only else (lambda u: store.done(u))
@@ -716,6 +774,22 @@ def run(exp, cfg, *, fresh: bool = False, report_only: bool = False) -> int:
     write_report(exp, cfg.out, data, store.timings)
     print(os.path.join(cfg.out, "report.md"))
     return 0
+
+
+def _check_recorded(out_dir: str, units: list, ids: list[str]) -> None:
+    """Bad input unless every unit in ``ids`` is one of ``units`` whose rollout
+    batch is recorded in ``out_dir``/rollouts.npz."""
+    by_id = {u.id: u for u in units}
+    unknown = [u for u in ids if u not in by_id]
+    if unknown:
+        raise BadInput(f"--recompute {', '.join(unknown)}: not a unit of this run")
+    bank = RolloutBank(out_dir)
+    held = bank.batches()
+    lacking = [u for u in ids if (by_id[u].seed, by_id[u].engine) not in held]
+    if lacking:
+        raise BadInput(
+            f"--recompute {', '.join(lacking)}: no recorded rollouts in {bank.path}"
+        )
 
 
 def _share_rollouts(ctx: Context, todo: list[Unit], dist) -> None:

@@ -285,6 +285,68 @@ def test_a_results_file_without_the_field_replays_with_xla_arithmetic(
     assert "0 with numbers over 1e-06" in capsys.readouterr().out
 
 
+def test_recompute_computes_the_named_units_again_from_the_recorded_rollouts(
+    tiny_run, tmp_path, monkeypatch
+):
+    """``--recompute`` drops the named finished units and computes them again from
+    ``rollouts.npz`` (no new sampling): a unit whose numbers were changed comes back
+    as the run computed it; the other units are not recomputed."""
+    out = tmp_path / "run"
+    shutil.copytree(tiny_run, out)
+    data = _read(out / "results.json")
+    want = data["units"]["base/seed0"]
+    data["units"]["base/seed0"] = {**want, "updated_tokens": -1}
+    (out / "results.json").write_text(json.dumps(data))
+    seen = []
+    real = sign_agreement.run_unit
+
+    def spy(ctx, cfg, unit):
+        seen.append(unit.id)
+        return real(ctx, cfg, unit)
+
+    def no_sampling(*args, **kwargs):
+        raise AssertionError("a recompute sampled new rollouts")
+
+    monkeypatch.setattr(sign_agreement, "run_unit", spy)
+    monkeypatch.setattr(sign_agreement, "generate", no_sampling)
+    argv = [*ARGV, "--out", str(out), "--recompute", "base/seed0"]
+    assert sign_agreement.main(argv) == 0
+    assert seen == ["base/seed0"]
+    after = _read(out / "results.json")
+    assert after["units"]["base/seed0"] == want
+    assert after["units"].keys() == data["units"].keys()
+    replayed = out / "replay" / "replay.json"
+    if replayed.exists():
+        assert "base/seed0" not in _read(replayed)["units"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--recompute", "base/seed9"], "base/seed9"),
+        (["--recompute", "base/seed0,"], "empty unit id"),
+        (["--recompute", "base/seed0", "--fresh"], "--fresh"),
+        (["--recompute", "base/seed0", "--report-only"], "--report-only"),
+    ],
+)
+def test_recompute_bad_input_exits_2(extra, needle, tiny_run, tmp_path, capsys):
+    out = tmp_path / "run"
+    shutil.copytree(tiny_run, out)
+    before = (out / "results.json").read_text()
+    assert sign_agreement.main([*ARGV, "--out", str(out), *extra]) == 2
+    assert needle in capsys.readouterr().err
+    assert (out / "results.json").read_text() == before
+
+
+def test_recompute_without_recorded_rollouts_exits_2(tiny_run, tmp_path, capsys):
+    out = tmp_path / "run"
+    shutil.copytree(tiny_run, out)
+    (out / "rollouts.npz").unlink()
+    argv = [*ARGV, "--out", str(out), "--recompute", "on_policy/seed1"]
+    assert sign_agreement.main(argv) == 2
+    assert "no recorded rollouts" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [

@@ -25,8 +25,38 @@ BF16 = ml_dtypes.bfloat16
 
 
 def _r(x, dtype):
-    """float64 -> the declared dtype, once (round to nearest even)."""
-    return np.asarray(x, np.float64).astype(dtype)
+    """float64 -> the declared dtype, once (round to nearest even).
+
+    Not ``astype`` alone: ml_dtypes (like XLA's convert) takes float64 to bfloat16
+    through float32, which rounds twice (``test_one_rounding_not_two``). The float64
+    significand is rounded to the target's bits on the integer bit pattern first
+    (normal numbers of the target only, which is what these programs produce), so
+    the conversion that follows is exact.
+    """
+    x = np.asarray(x, np.float64)
+    info = ml_dtypes.finfo(dtype)
+    nmant, tiny = info.nmant, float(info.smallest_normal)
+    assert np.all((x == 0) | (np.abs(x) >= tiny)) and np.all(np.isfinite(x))
+    drop = np.uint64(52 - nmant)
+    bits = x.view(np.uint64)
+    odd = (bits >> drop) & np.uint64(1)
+    bits = (bits + (np.uint64(1) << (drop - np.uint64(1))) - np.uint64(1) + odd) >> drop
+    out = (bits << drop).view(np.float64).astype(dtype)
+    assert np.all(out.astype(np.float64) == (bits << drop).view(np.float64))
+    return out
+
+
+def test_one_rounding_not_two():
+    # 1 + 2^-8 + 2^-30 is just above the bfloat16 midpoint between 1 and 1 + 2^-7:
+    # rounded once it is 1 + 2^-7; through float32 (1 + 2^-8, a tie, to even) it is
+    # 1, which is what ml_dtypes' and XLA's float64 -> bfloat16 conversions gave with
+    # jax 0.10.2 and ml_dtypes of its day (the anchor of results computed before
+    # exactly_rounded rounded by reduce_precision)
+    x = np.asarray([1.0, 2.0**-8, 2.0**-30], BF16)
+    w = np.ones(3, BF16)
+    assert float(_r(1 + 2.0**-8 + 2.0**-30, BF16)) == 1 + 2.0**-7
+    got = jax.jit(exactly_rounded(lambda a, b: jnp.dot(a, b)))(x, w)
+    assert got.dtype == jnp.bfloat16 and float(got) == 1 + 2.0**-7
 
 
 def test_a_bfloat16_program_equals_float64_rounded_after_each_operation():
