@@ -216,8 +216,19 @@ def write_json(path: str, data) -> None:
 def recorded_config(data: dict) -> dict:
     """A results file's ``config`` with the settings it predates filled in as they
     were then: ``anchor_arithmetic = "xla"`` (the anchor was XLA's engine-dtype
-    pass before the exactly rounded one existed)."""
-    return {"anchor_arithmetic": "xla", **data.get("config", {})}
+    pass before the exactly rounded one existed) and ``trunk_dtype = "float32"``
+    (the model's own dtype, before the choice existed)."""
+    return {
+        "anchor_arithmetic": "xla",
+        "trunk_dtype": "float32",
+        **data.get("config", {}),
+    }
+
+
+#: config fields a restart may change: the finished units they affect are recomputed
+#: from the recorded rollouts (the anchor's arithmetic: the units that read the
+#: anchor; the trunk's dtype: every unit)
+_RECOMPUTABLE = {"anchor_arithmetic", "trunk_dtype"}
 
 
 class ResultStore:
@@ -252,7 +263,7 @@ class ResultStore:
             changed = {
                 k for k in before.keys() | after.keys() if before.get(k) != after.get(k)
             }
-            if changed and changed != {"anchor_arithmetic"}:
+            if changed - _RECOMPUTABLE:
                 raise BadInput(
                     f"{self.path} holds a run with another config; pass --fresh or "
                     "another --out"
@@ -261,7 +272,11 @@ class ResultStore:
             if os.path.exists(self.timings_path):
                 with open(self.timings_path) as fh:
                     self.timings = json.load(fh)
-            if changed:
+            if "trunk_dtype" in changed:
+                self._drop_all(
+                    f"trunk {before['trunk_dtype']} -> {want['trunk_dtype']}"
+                )
+            elif changed:
                 self._drop_anchored(before["anchor_arithmetic"], want)
         if recompute:
             self.forget(list(recompute))
@@ -282,6 +297,13 @@ class ResultStore:
             self.timings.pop(u, None)
         prune_replay(self.out_dir, ids)
         log(f"{len(ids)} finished unit(s) will be recomputed")
+
+    def _drop_all(self, why: str) -> None:
+        """A restart that changes the trunk's dtype recomputes every unit (each
+        reads the trunk) from the recorded rollouts."""
+        n = len(self.data["units"])
+        self.forget(list(self.data["units"]))
+        log(f"{why}: every finished unit ({n}) will be recomputed")
 
     def _drop_anchored(self, was: str, want: dict) -> None:
         """A restart that changes only ``anchor_arithmetic`` recomputes the units

@@ -260,6 +260,38 @@ def test_changing_only_the_anchor_arithmetic_recomputes_the_anchored_units(
     assert base == _read(tiny_run / "results.json")["units"]["base/seed0"]
 
 
+def test_changing_the_trunk_dtype_recomputes_every_unit(tmp_path, monkeypatch):
+    """A restart with another ``--trunk-dtype`` recomputes every unit (each reads
+    the trunk) from the recorded rollouts, without sampling; the result is the run
+    a float64 trunk gives from the start, and a file written before the field
+    existed reads as a float32 trunk."""
+    out, ref = tmp_path / "run", tmp_path / "ref"
+    assert sign_agreement.main([*ANCHOR_ARGV, "--out", str(out)]) == 0
+    data = _read(out / "results.json")
+    del data["config"]["trunk_dtype"]  # as written before the field existed
+    (out / "results.json").write_text(json.dumps(data))
+    f64 = [*ANCHOR_ARGV, "--trunk-dtype", "float64"]
+    assert sign_agreement.main([*f64, "--out", str(ref)]) == 0
+    seen = []
+    real = sign_agreement.run_unit
+
+    def spy(ctx, cfg, unit):
+        seen.append(unit.id)
+        return real(ctx, cfg, unit)
+
+    def no_sampling(*args, **kwargs):
+        raise AssertionError("a recompute sampled new rollouts")
+
+    monkeypatch.setattr(sign_agreement, "run_unit", spy)
+    monkeypatch.setattr(sign_agreement, "generate", no_sampling)
+    assert sign_agreement.main([*f64, "--out", str(out)]) == 0
+    assert sorted(seen) == ["base/seed0", "on_policy/seed0"]
+    after, want = _read(out / "results.json"), _read(ref / "results.json")
+    assert after["config"]["trunk_dtype"] == "float64"
+    assert after["units"] == want["units"]
+    assert after["units"] != data["units"]
+
+
 def test_a_results_file_without_the_field_replays_with_xla_arithmetic(
     xla_run, tmp_path, monkeypatch, capsys
 ):
@@ -359,6 +391,7 @@ def test_recompute_without_recorded_rollouts_exits_2(tiny_run, tmp_path, capsys)
         (["--others-rows", "-1"], "others_rows"),
         (["--others-rows", "99"], "others_rows"),
         (["--anchor-arithmetic", "fast"], "anchor_arithmetic"),
+        (["--trunk-dtype", "float16"], "float16"),
     ],
 )
 def test_bad_input_exits_2_naming_the_value(argv, needle, tmp_path, capsys):

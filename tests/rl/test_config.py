@@ -19,6 +19,7 @@ from theorycheck.rl import TrainConfig, make_optimizer
         ({"minibatches": 17}, "17"),
         ({"epochs": 0}, "epochs"),
         ({"lr": -1.0}, "-1.0"),
+        ({"trunk_dtype": "bfloat16"}, "bfloat16"),
     ],
 )
 def test_train_config_refuses_bad_values(kwargs, needle):

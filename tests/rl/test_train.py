@@ -36,6 +36,28 @@ def test_trainer_logits_equal_the_full_forward(tiny, rollouts_bf16):
     assert merge_params(*split_params(params, cfg, 2))["embed"] is params["embed"]
 
 
+def test_a_float64_trunk_is_the_float64_forward(tiny, rollouts_bf16):
+    """``trunk_dtype="float64"``: the trainer's logits are the whole model's
+    float64 forward to float64 rounding (the float32 trunk's error, ~1e-4 above,
+    is gone); the float32 trunk is a different array, and the trunk cache keeps
+    the two apart."""
+    cfg, params, _ = tiny
+    ids, mask = rollouts_bf16.sequences()
+    p64 = jax.tree_util.tree_map(lambda a: a.astype(jnp.float64), params)
+    trunk = {}
+    tr64, tr32 = (
+        Trainer(tiny, rollouts_bf16, TrainConfig(trunk_dtype=d), seed=0, trunk=trunk)
+        for d in ("float64", "float32")
+    )
+    assert len(trunk) == 2
+    full = forward(p64, cfg, ids[tr64.order], attention_mask=mask[tr64.order])
+    want = np.asarray(full)[:, tr64.rows[0] : tr64.rows[1]]
+    got = np.asarray(tr64.logits(tr64.trainable0))
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    f32 = np.asarray(tr32.logits(tr32.trainable0))
+    assert np.max(np.abs(f32 - want)) > 1e3 * np.max(np.abs(got - want))
+
+
 def test_without_mismatch_the_first_step_is_on_policy(tiny, rollouts_f32):
     tr = Trainer(tiny, rollouts_f32, TrainConfig(mismatch=False), seed=0)
     logp = jax.nn.log_softmax(tr.logits(tr.trainable0), axis=-1)

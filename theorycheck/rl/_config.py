@@ -14,6 +14,8 @@ from theorycheck.losses import LOSSES, Reduction
 OPTIMIZERS = ("adamw", "adam_no_momentum", "sgd")
 #: the most minibatch updates M against one rollout anchor.
 MAX_MINIBATCHES = 16
+#: the dtypes the frozen trunk may be computed in.
+TRUNK_DTYPES = ("float32", "float64")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +42,10 @@ class TrainConfig:
         grad_clip: global-norm gradient clip (the survey's 1.0).
         mismatch: μ = the rollout engine's log-probs (bfloat16 engine) when True;
             μ = the trainer's own policy at the start when False (exactly on-policy).
+        trunk_dtype: the dtype the frozen trunk's residual stream is computed in
+            (``"float32"``, the model's own, or ``"float64"``: rounding ~1e-16
+            instead of ~1e-7, so what a CPU's summation order moves in the top's
+            inputs is 1e-16 relative; about twice the trunk's cost).
     """
 
     loss: str = "ppo"
@@ -57,6 +63,7 @@ class TrainConfig:
     train_head: bool = False
     grad_clip: float = 1.0
     mismatch: bool = True
+    trunk_dtype: str = "float32"
 
     def __post_init__(self):
         spec = LOSSES.get(self.loss)
@@ -86,6 +93,10 @@ class TrainConfig:
             )
         if self.epochs < 1:
             raise BadInput(f"epochs = {self.epochs} must be >= 1")
+        if self.trunk_dtype not in TRUNK_DTYPES:
+            raise BadInput(
+                f"trunk_dtype = {self.trunk_dtype!r}; valid: {', '.join(TRUNK_DTYPES)}"
+            )
         _check_optimizer(self)
 
     @property

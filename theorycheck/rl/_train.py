@@ -33,7 +33,12 @@ import optax
 
 from theorycheck._errors import BadInput
 from theorycheck.losses import LOSSES, Reduction, grpo_advantages, reduction_weights
-from theorycheck.models import hidden_states, logits_from_hidden, split_params
+from theorycheck.models import (
+    cast_params,
+    hidden_states,
+    logits_from_hidden,
+    split_params,
+)
 from theorycheck.rl._config import TrainConfig, make_optimizer
 
 
@@ -159,8 +164,9 @@ class Trainer:
             whole batch at once (the default with a ``sharding``).
         trunk: a dict shared by the trainers of ONE model and ONE rollout batch: the
             frozen trunk's residual stream is computed once per (trainable blocks,
-            seed, dtype) and reused by the others (exact: the same array), e.g. by
-            the variants of one seed that differ only in their optimizer or epochs.
+            seed, dtype, ``config.trunk_dtype``) and reused by the others (exact:
+            the same array), e.g. by the variants of one seed that differ only in
+            their optimizer or epochs.
     """
 
     def __init__(
@@ -198,11 +204,14 @@ class Trainer:
         order = np.random.default_rng(seed).permutation(b)
         ids, amask = rollouts.sequences()
         ids, amask = ids[order], amask[order]
-        key = (config.trainable_blocks, seed, jnp.dtype(dtype).name)
+        trunk_dtype = jnp.dtype(config.trunk_dtype)
+        key = (config.trainable_blocks, seed, jnp.dtype(dtype).name, trunk_dtype.name)
         hidden = None if trunk is None else trunk.get(key)
         if hidden is None:
             hidden = hidden_states(
-                params,
+                params
+                if trunk_dtype == params["embed"].dtype
+                else cast_params(params, trunk_dtype),
                 cfg,
                 ids,
                 num_blocks=cfg.num_layers - config.trainable_blocks,
