@@ -53,8 +53,8 @@ ANALYSIS_VERSION = 4
 class Config(_common.RolloutConfig, TrainConfig):
     """The experiment's settings: the rollout batch (``RolloutConfig``), the trainer
     (``TrainConfig``: loss, reduction, optimizer and its β1/β2/ε/weight decay/clip,
-    lr, M, epochs, trainable blocks, mismatch) and its own (each is a ``--flag``;
-    ``--tiny`` changes several).
+    lr, M, epochs, trainable blocks, mismatch, the trunk's dtype, here float64) and
+    its own (each is a ``--flag``; ``--tiny`` changes several).
 
     ``grid`` is ``"default"`` (:data:`DEFAULT_GRID`), ``"sweep"``, ``"all"`` or a
     comma-separated subset of :data:`VARIANT_NAMES`; each variant changes one setting
@@ -95,6 +95,9 @@ class Config(_common.RolloutConfig, TrainConfig):
     grid: str = "default"
     devices: int = 1
     out: str = "reports/sign_agreement"
+    #: the frozen trunk in float64 (``TrainConfig.trunk_dtype``): a replay under
+    #: other XLA code then agrees to ~1e-10 instead of moving near-zero signs
+    trunk_dtype: str = "float64"
 
     def __post_init__(self):
         _common.RolloutConfig.__post_init__(self)

@@ -261,17 +261,19 @@ def test_changing_only_the_anchor_arithmetic_recomputes_the_anchored_units(
 
 
 def test_changing_the_trunk_dtype_recomputes_every_unit(tmp_path, monkeypatch):
-    """A restart with another ``--trunk-dtype`` recomputes every unit (each reads
-    the trunk) from the recorded rollouts, without sampling; the result is the run
-    a float64 trunk gives from the start, and a file written before the field
-    existed reads as a float32 trunk."""
+    """A restart with another trunk dtype (here the experiment's float64 default
+    after a run with ``--trunk-dtype float32`` written before the field existed,
+    which reads as float32) recomputes every unit (each reads the trunk) from the
+    recorded rollouts, without sampling; the result is the run a float64 trunk
+    gives from the start."""
     out, ref = tmp_path / "run", tmp_path / "ref"
-    assert sign_agreement.main([*ANCHOR_ARGV, "--out", str(out)]) == 0
+    argv = [*ANCHOR_ARGV, "--trunk-dtype", "float32", "--out", str(out)]
+    assert sign_agreement.main(argv) == 0
     data = _read(out / "results.json")
+    assert data["config"]["trunk_dtype"] == "float32"
     del data["config"]["trunk_dtype"]  # as written before the field existed
     (out / "results.json").write_text(json.dumps(data))
-    f64 = [*ANCHOR_ARGV, "--trunk-dtype", "float64"]
-    assert sign_agreement.main([*f64, "--out", str(ref)]) == 0
+    assert sign_agreement.main([*ANCHOR_ARGV, "--out", str(ref)]) == 0
     seen = []
     real = sign_agreement.run_unit
 
@@ -284,7 +286,7 @@ def test_changing_the_trunk_dtype_recomputes_every_unit(tmp_path, monkeypatch):
 
     monkeypatch.setattr(sign_agreement, "run_unit", spy)
     monkeypatch.setattr(sign_agreement, "generate", no_sampling)
-    assert sign_agreement.main([*f64, "--out", str(out)]) == 0
+    assert sign_agreement.main([*ANCHOR_ARGV, "--out", str(out)]) == 0
     assert sorted(seen) == ["base/seed0", "on_policy/seed0"]
     after, want = _read(out / "results.json"), _read(ref / "results.json")
     assert after["config"]["trunk_dtype"] == "float64"
