@@ -71,6 +71,7 @@ def scale_line(data: dict) -> str:
             if "bf16_engine" in regimes
             else ""
         )
+        + f", the frozen trunk in {cfg.get('trunk_dtype', 'float32')}"
         + "; updated tokens per seed "
         f"{min(tokens)}–{max(tokens)} (median {sorted(tokens)[len(tokens) // 2]}). "
         + (
