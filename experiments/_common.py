@@ -213,16 +213,16 @@ def write_json(path: str, data) -> None:
     os.replace(tmp, path)
 
 
-def recorded_config(data: dict) -> dict:
+def recorded_config(data: dict, fields=None) -> dict:
     """A results file's ``config`` with the settings it predates filled in as they
     were then: ``anchor_arithmetic = "xla"`` (the anchor was XLA's engine-dtype
     pass before the exactly rounded one existed) and ``trunk_dtype = "float32"``
-    (the model's own dtype, before the choice existed)."""
-    return {
-        "anchor_arithmetic": "xla",
-        "trunk_dtype": "float32",
-        **data.get("config", {}),
-    }
+    (the model's own dtype, before the choice existed); with ``fields`` (the
+    experiment's config fields) only those it has."""
+    then = {"anchor_arithmetic": "xla", "trunk_dtype": "float32"}
+    if fields is not None:
+        then = {k: v for k, v in then.items() if k in fields}
+    return {**then, **data.get("config", {})}
 
 
 #: config fields a restart may change: the finished units they affect are recomputed
@@ -259,7 +259,7 @@ class ResultStore:
         if not fresh and os.path.exists(self.path):
             with open(self.path) as fh:
                 old = json.load(fh)
-            before, after = same(recorded_config(old)), same(want)
+            before, after = same(recorded_config(old, want)), same(want)
             changed = {
                 k for k in before.keys() | after.keys() if before.get(k) != after.get(k)
             }
