@@ -280,6 +280,7 @@ class ResultStore:
                 self._drop_anchored(before["anchor_arithmetic"], want)
         if recompute:
             self.forget(list(recompute))
+            log(f"{len(recompute)} finished unit(s) will be recomputed")
 
     def forget(self, ids: list[str]) -> None:
         """Drops finished units (numbers, timing, computing commit, replay entries)
@@ -296,7 +297,6 @@ class ResultStore:
             self.data.get("unit_commits", {}).pop(u, None)
             self.timings.pop(u, None)
         prune_replay(self.out_dir, ids)
-        log(f"{len(ids)} finished unit(s) will be recomputed")
 
     def _drop_all(self, why: str) -> None:
         """A restart that changes the trunk's dtype recomputes every unit (each
@@ -311,11 +311,7 @@ class ResultStore:
         trainer's own policy is their μ)."""
         units = self.data["units"]
         drop = [u for u, r in units.items() if r.get("regime") != "on_policy"]
-        for u in drop:
-            units.pop(u)
-            self.data.get("unit_commits", {}).pop(u, None)
-            self.timings.pop(u, None)
-        prune_replay(self.out_dir, drop)
+        self.forget(drop)
         log(
             f"anchor arithmetic {was} -> {want['anchor_arithmetic']}: "
             f"{len(drop)} unit(s) that read the anchor will be recomputed, "

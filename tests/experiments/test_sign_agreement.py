@@ -274,18 +274,7 @@ def test_changing_the_trunk_dtype_recomputes_every_unit(tmp_path, monkeypatch):
     del data["config"]["trunk_dtype"]  # as written before the field existed
     (out / "results.json").write_text(json.dumps(data))
     assert sign_agreement.main([*ANCHOR_ARGV, "--out", str(ref)]) == 0
-    seen = []
-    real = sign_agreement.run_unit
-
-    def spy(ctx, cfg, unit):
-        seen.append(unit.id)
-        return real(ctx, cfg, unit)
-
-    def no_sampling(*args, **kwargs):
-        raise AssertionError("a recompute sampled new rollouts")
-
-    monkeypatch.setattr(sign_agreement, "run_unit", spy)
-    monkeypatch.setattr(sign_agreement, "generate", no_sampling)
+    seen = _computed_units_without_sampling(monkeypatch)
     assert sign_agreement.main([*ANCHOR_ARGV, "--out", str(out)]) == 0
     assert sorted(seen) == ["base/seed0", "on_policy/seed0"]
     after, want = _read(out / "results.json"), _read(ref / "results.json")
@@ -319,18 +308,9 @@ def test_a_results_file_without_the_field_replays_with_xla_arithmetic(
     assert "0 with numbers over 1e-06" in capsys.readouterr().out
 
 
-def test_recompute_computes_the_named_units_again_from_the_recorded_rollouts(
-    tiny_run, tmp_path, monkeypatch
-):
-    """``--recompute`` drops the named finished units and computes them again from
-    ``rollouts.npz`` (no new sampling): a unit whose numbers were changed comes back
-    as the run computed it; the other units are not recomputed."""
-    out = tmp_path / "run"
-    shutil.copytree(tiny_run, out)
-    data = _read(out / "results.json")
-    want = data["units"]["base/seed0"]
-    data["units"]["base/seed0"] = {**want, "updated_tokens": -1}
-    (out / "results.json").write_text(json.dumps(data))
+def _computed_units_without_sampling(monkeypatch) -> list:
+    """The ids of the units the run computes (appended as they run); sampling new
+    rollouts fails the test."""
     seen = []
     real = sign_agreement.run_unit
 
@@ -343,6 +323,22 @@ def test_recompute_computes_the_named_units_again_from_the_recorded_rollouts(
 
     monkeypatch.setattr(sign_agreement, "run_unit", spy)
     monkeypatch.setattr(sign_agreement, "generate", no_sampling)
+    return seen
+
+
+def test_recompute_computes_the_named_units_again_from_the_recorded_rollouts(
+    tiny_run, tmp_path, monkeypatch
+):
+    """``--recompute`` drops the named finished units and computes them again from
+    ``rollouts.npz`` (no new sampling): a unit whose numbers were changed comes back
+    as the run computed it; the other units are not recomputed."""
+    out = tmp_path / "run"
+    shutil.copytree(tiny_run, out)
+    data = _read(out / "results.json")
+    want = data["units"]["base/seed0"]
+    data["units"]["base/seed0"] = {**want, "updated_tokens": -1}
+    (out / "results.json").write_text(json.dumps(data))
+    seen = _computed_units_without_sampling(monkeypatch)
     argv = [*ARGV, "--out", str(out), "--recompute", "base/seed0"]
     assert sign_agreement.main(argv) == 0
     assert seen == ["base/seed0"]
