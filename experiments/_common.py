@@ -205,10 +205,13 @@ def _write_bytes(path: str, data: bytes) -> None:
 
 
 def write_json(path: str, data) -> None:
-    """Atomic write (temporary file, then rename): a kill never leaves half a file."""
+    """Atomic write (temporary file, then rename): a kill never leaves half a file.
+
+    Sorted keys, no whitespace: the committed results live under a size budget
+    (``report.md`` is the file people read)."""
     tmp = path + ".tmp"
     with open(tmp, "w") as fh:
-        json.dump(jsonable(data), fh, indent=1, sort_keys=True)
+        json.dump(jsonable(data), fh, sort_keys=True, separators=(",", ":"))
         fh.write("\n")
     os.replace(tmp, path)
 
