@@ -209,11 +209,8 @@ def write_json(path: str, data) -> None:
 
     Sorted keys, no whitespace: the committed results live under a size budget
     (``report.md`` is the file people read)."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(jsonable(data), fh, sort_keys=True, separators=(",", ":"))
-        fh.write("\n")
-    os.replace(tmp, path)
+    text = json.dumps(jsonable(data), sort_keys=True, separators=(",", ":"))
+    _write_bytes(path, (text + "\n").encode())
 
 
 def recorded_config(data: dict, fields=None) -> dict:
