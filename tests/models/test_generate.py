@@ -152,3 +152,49 @@ def test_completion_mask_keeps_through_first_eos():
     tokens = np.array([[4, 2, 2, 9], [2, 5, 6, 7], [8, 8, 8, 8]], np.int32)
     want = np.array([[1, 1, 0, 0], [1, 0, 0, 0], [1, 1, 1, 1]], np.int32)
     np.testing.assert_array_equal(completion_mask(tokens, eos_id=2), want)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+@pytest.mark.parametrize("family", ["llama", "gpt2", "gemma"])
+def test_decode_blocks_equals_run_blocks_bit_for_bit(family, dtype):
+    """The in-place layer loop of a decode step computes what run_blocks computes
+    (the same operations on the same values): output and both caches, for a
+    prefill and then one decode step, every family."""
+    from theorycheck.models import Family, ModelConfig, init_params
+    from theorycheck.models._transformer import decode_blocks, embed, run_blocks
+
+    cfg = ModelConfig(
+        family=Family(family),
+        vocab_size=23,
+        hidden_size=16,
+        num_layers=3,
+        num_heads=4,
+        num_kv_heads=2 if family != "gpt2" else 4,
+        head_dim=4,
+        intermediate_size=32,
+        max_positions=32,
+    )
+    params = init_params(cfg, key=jr.key(3), dtype=dtype, scale=0.3)
+    b, t, total = 3, 5, 8
+    shape = (cfg.num_layers, b, total, cfg.num_kv_heads, cfg.head_dim)
+    tokens = jr.randint(jr.key(4), (b, t + 1), 0, cfg.vocab_size)
+    keys = jnp.arange(total)
+    pos = jnp.broadcast_to(jnp.arange(t), (b, t))
+    mask = jnp.broadcast_to((keys[None] <= jnp.arange(t)[:, None])[None], (b, t, total))
+    step_pos = jnp.full((b, 1), t)
+    step_mask = jnp.broadcast_to(keys <= t, (b, 1, total))
+    outs = []
+    for run in (run_blocks, decode_blocks):
+        cache = (jnp.zeros(shape, dtype), jnp.zeros(shape, dtype), 0)
+        x = embed(params, cfg, tokens[:, :t], pos)
+        x, (k, v) = jax.jit(run, static_argnums=1)(
+            params["blocks"], cfg, x, pos, mask, cache
+        )
+        y = embed(params, cfg, tokens[:, t:], step_pos)
+        y, (k, v) = jax.jit(run, static_argnums=1)(
+            params["blocks"], cfg, y, step_pos, step_mask, (k, v, t)
+        )
+        outs.append([np.asarray(a, np.float64) for a in (x, y, k, v)])
+    assert float(jnp.max(jnp.abs(outs[0][2]))) > 0  # the caches were written
+    for a, c in zip(*outs):
+        np.testing.assert_array_equal(a, c)

@@ -111,3 +111,59 @@ def test_forward_jvp_and_vjp_agree_with_finite_differences(tiny_dirs, kind):
         )
     )
     assert_close(jnp.sum(fd * ct), rhs, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2", "gemma"])
+def test_shared_prefixes_are_the_full_sequences(family):
+    """prefix_hidden_states and response_logits (each distinct left-padded prompt
+    run once) equal hidden_states and forward over the full sequences to float64
+    rounding, on prompts of different lengths shared by several rows."""
+    import jax.random as jr
+
+    from theorycheck.models import (
+        Family,
+        ModelConfig,
+        distinct_prefixes,
+        forward,
+        hidden_states,
+        init_params,
+        prefix_hidden_states,
+        response_logits,
+    )
+
+    cfg = ModelConfig(
+        family=Family(family),
+        vocab_size=29,
+        hidden_size=16,
+        num_layers=3,
+        num_heads=4,
+        num_kv_heads=2 if family != "gpt2" else 4,
+        head_dim=4,
+        intermediate_size=32,
+        max_positions=32,
+    )
+    params = init_params(cfg, key=jr.key(5), dtype=jnp.float64, scale=0.3)
+    prompts = [[3, 4, 5, 6], [7, 8], [9, 10, 11]]
+    rows = [0, 0, 1, 2, 1, 2, 2]
+    width, n = 5, 4
+    pid = np.zeros((len(rows), width), np.int32)
+    pmask = np.zeros_like(pid)
+    for i, g in enumerate(rows):
+        pid[i, width - len(prompts[g]) :] = prompts[g]
+        pmask[i, width - len(prompts[g]) :] = 1
+    tokens = np.asarray(jr.randint(jr.key(6), (len(rows), n), 1, cfg.vocab_size))
+    ids = np.concatenate([pid, tokens], 1)
+    mask = np.concatenate([pmask, np.ones_like(tokens)], 1)
+    u_ids, u_mask, group = distinct_prefixes(pid, pmask)
+    assert len(u_ids) == 3 and np.array_equal(u_ids[group], pid)
+    prefix, hidden = prefix_hidden_states(
+        params, cfg, u_ids, u_mask, tokens, group, num_blocks=2
+    )
+    got = np.concatenate([np.asarray(prefix)[group], np.asarray(hidden)], 1)
+    want = hidden_states(params, cfg, ids, num_blocks=2, attention_mask=mask)
+    want = np.asarray(want)
+    live = mask > 0
+    np.testing.assert_allclose(got[live], want[live], rtol=1e-12, atol=1e-12)
+    z = response_logits(params, cfg, u_ids, u_mask, tokens, group)
+    full = forward(params, cfg, ids, attention_mask=mask)[:, width - 1 : width - 1 + n]
+    np.testing.assert_allclose(np.asarray(z), np.asarray(full), rtol=1e-12, atol=1e-12)

@@ -1,6 +1,8 @@
 """Recorded rollouts: compact, rebuilt exactly, the anchor recomputed by one
 teacher-forced engine pass (and how far that is from the generating engine)."""
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -125,3 +127,34 @@ def test_the_exact_anchor_is_a_bfloat16_anchor_other_than_xlas(
     assert np.max(np.abs(exact - rollouts_bf16.behavior_logp)) < 0.2
     with pytest.raises(BadInput, match="fast"):
         rescore(*args, engine_dtype="bfloat16", temperature=1.0, arithmetic="fast")
+
+
+def test_the_exact_anchor_runs_each_prompt_once_with_the_full_passs_numbers(
+    rescore_args,
+):
+    """rescore's exact pass runs each distinct prompt once and the head at the
+    scored positions only; exactly rounded, that is the full sequences' exactly
+    rounded pass bit for bit (each operation is its float64 value rounded once)."""
+    from theorycheck.models import (
+        cast_params,
+        distinct_prefixes,
+        exactly_rounded,
+        forward,
+        sampling_logprobs,
+    )
+
+    model, pid, pmask, tokens = rescore_args
+    assert len(distinct_prefixes(pid, pmask)[0]) < len(pid)  # prompts are shared
+    cfg, params, _ = model
+    ids = np.concatenate([pid, tokens], axis=1)
+    mask = np.concatenate([pmask, np.ones_like(tokens)], axis=1).astype(np.int32)
+    start, n = pid.shape[1] - 1, tokens.shape[1]
+
+    def full(p, i, m):
+        z = forward(p, cfg, i, attention_mask=m)[:, start : start + n]
+        return sampling_logprobs(z, 1.0)
+
+    engine = cast_params(params, jnp.bfloat16)
+    want = np.asarray(jax.jit(exactly_rounded(full))(engine, ids, mask), np.float32)
+    got = rescore(*rescore_args, engine_dtype="bfloat16", temperature=1.0)
+    np.testing.assert_array_equal(got, want)

@@ -236,3 +236,29 @@ def test_one_training_loop_check_can_fail(tmp_path):
         "for e, s, rows in trainer.schedule():\n    p = optax.apply_updates(p, u)\n"
     )
     assert own_loops(tmp_path) == {"experiments/x.py"}
+
+
+def test_a_float64_trunk_runs_each_prompt_once(tiny, rollouts_bf16):
+    """The float64 trunk (distinct prompts once, then the responses) is the full
+    sequences' float64 residual stream to float64 rounding at every real position;
+    the float32 trunk is the full sequences' pass itself."""
+    from theorycheck.models import distinct_prefixes, hidden_states
+
+    cfg, params, _ = tiny
+    r = rollouts_bf16
+    assert len(distinct_prefixes(r.prompt_ids, r.prompt_mask)[0]) < len(r.tokens)
+    ids, mask = r.sequences()
+    p64 = jax.tree_util.tree_map(lambda a: a.astype(jnp.float64), params)
+    for dtype, params_t, tol in (("float64", p64, 1e-13), ("float32", params, 0.0)):
+        tr = Trainer(tiny, r, TrainConfig(trunk_dtype=dtype), seed=0)
+        want = hidden_states(
+            params_t,
+            cfg,
+            ids[tr.order],
+            num_blocks=cfg.num_layers - 2,
+            attention_mask=mask[tr.order],
+        )
+        live = mask[tr.order] > 0
+        got = np.asarray(tr.batch.hidden)[live]
+        want = np.asarray(want, np.float64)[live]
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)

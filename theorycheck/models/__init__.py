@@ -30,7 +30,14 @@ from theorycheck.models._params import (
     partition_params,
     split_params,
 )
-from theorycheck.models._transformer import forward, hidden_states
+from theorycheck.models._transformer import (
+    continue_prefixes,
+    distinct_prefixes,
+    forward,
+    hidden_states,
+    prefix_hidden_states,
+    response_logits,
+)
 
 __all__ = [
     "exactly_rounded",
@@ -44,7 +51,9 @@ __all__ = [
     "combine_params",
     "completion_mask",
     "config_from_hf",
+    "continue_prefixes",
     "count_params",
+    "distinct_prefixes",
     "embedded_path",
     "forward",
     "generate",
@@ -58,6 +67,8 @@ __all__ = [
     "logits_from_prefix",
     "merge_params",
     "partition_params",
+    "prefix_hidden_states",
+    "response_logits",
     "sampling_logprobs",
     "sha256_file",
     "split_params",

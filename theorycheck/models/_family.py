@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 
 import jax
+import jax.numpy as jnp
 
 from theorycheck._errors import BadInput
 from theorycheck.models._config import Family, ModelConfig
@@ -85,16 +86,28 @@ def write_cache(k, v, kv):
     Args:
         k: ``[batch, seq, Hkv, d]`` this step's keys.
         v: the values, same shape.
-        kv: None (no cache), or ``(k_cache, v_cache, index)`` with caches
-            ``[batch, keys, Hkv, d]``.
+        kv: None (no cache); ``(k_cache, v_cache, index)`` with caches
+            ``[batch, keys, Hkv, d]``; or ``(k_all, v_all, layer, index)`` with
+            every layer's caches ``[L, batch, keys, Hkv, d]`` (only this step's
+            positions are written, in place; :func:`~theorycheck.models._transformer.
+            decode_blocks`).
 
     Returns:
-        ``(k, v, None)`` without a cache; else the updated caches twice (to attend
-        over, and to return from the block) as ``(k_cache, v_cache, (k_cache,
-        v_cache))``.
+        ``(k, v, None)`` without a cache; else the layer's updated caches to attend
+        over and what the block returns: ``(k_cache, v_cache, (k_cache, v_cache))``,
+        or ``(k_layer, v_layer, (k_all, v_all))``.
     """
     if kv is None:
         return k, v, None
+    if len(kv) == 4:  # every layer's cache, updated in place (decode_blocks)
+        k_all, v_all, layer, index = kv
+        zero = jnp.zeros((), jnp.int32)
+        start = (layer, zero, jnp.asarray(index, jnp.int32), zero, zero)
+        k_all = jax.lax.dynamic_update_slice(k_all, k[None].astype(k_all.dtype), start)
+        v_all = jax.lax.dynamic_update_slice(v_all, v[None].astype(v_all.dtype), start)
+        k_layer = jax.lax.dynamic_index_in_dim(k_all, layer, keepdims=False)
+        v_layer = jax.lax.dynamic_index_in_dim(v_all, layer, keepdims=False)
+        return k_layer, v_layer, (k_all, v_all)
     k_cache, v_cache, index = kv
     start = (0, index, 0, 0)
     k_cache = jax.lax.dynamic_update_slice(k_cache, k.astype(k_cache.dtype), start)

@@ -17,9 +17,9 @@ from theorycheck.models._config import ModelConfig
 from theorycheck.models._transformer import (
     Params,
     check_tokens,
+    decode_blocks,
     embed,
     head,
-    run_blocks,
 )
 
 
@@ -127,7 +127,7 @@ def _generate(
     positions = jnp.maximum(jnp.cumsum(prompt_mask, axis=1, dtype=jnp.int32) - 1, 0)
     mask = (key_index[None, :] <= jnp.arange(t)[:, None])[None] & valid[:, None, :]
     x = embed(params, config, prompt, positions)
-    x, (cache_k, cache_v) = run_blocks(
+    x, (cache_k, cache_v) = decode_blocks(
         params["blocks"], config, x, positions, mask, (cache_k, cache_v, 0)
     )
     logits = head(params, config, x[:, -1:])[:, 0]
@@ -149,7 +149,7 @@ def _generate(
         pos = (next_position + i)[:, None]
         step_mask = (key_index <= t + i)[None, None, :] & valid[:, None, :]
         x = embed(params, config, token[:, None], pos)
-        x, (cache_k, cache_v) = run_blocks(
+        x, (cache_k, cache_v) = decode_blocks(
             params["blocks"], config, x, pos, step_mask, (cache_k, cache_v, t + i)
         )
         return (head(params, config, x)[:, 0], cache_k, cache_v, key), out

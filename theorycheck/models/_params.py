@@ -23,6 +23,7 @@ from theorycheck.models._config import ModelConfig
 from theorycheck.models._families import FAMILIES
 from theorycheck.models._transformer import (
     Params,
+    continue_prefixes,
     final_norm,
     head,
     positions_and_mask,
@@ -223,32 +224,9 @@ def logits_from_prefix(
     Returns:
         ``[batch, rows, V]`` logits.
     """
-    g, p, _ = prefix_hidden.shape
-    b, n, _ = hidden.shape
-    blocks = trainable["blocks"]
-    layers = jax.tree_util.tree_leaves(blocks)[0].shape[0]
-    heads = FAMILIES[config.family].cache_heads(config)
-    shape = (layers, g, p, heads, config.head_dim)
-    empty = jnp.zeros(shape, prefix_hidden.dtype)
-    positions, mask = positions_and_mask(prefix_mask, g, p)
-    _, (k, v) = run_blocks(
-        blocks, config, prefix_hidden, positions, mask, (empty, empty, 0)
+    _, x = continue_prefixes(
+        trainable["blocks"], config, prefix_hidden, prefix_mask, hidden, group
     )
-    pad = jnp.zeros((layers, b, n, heads, config.head_dim), k.dtype)
-    k = jnp.concatenate([k[:, group], pad], axis=2)
-    v = jnp.concatenate([v[:, group], pad], axis=2)
-    valid = jnp.asarray(prefix_mask).astype(bool)[group]
-    count = jnp.sum(valid, axis=-1, dtype=jnp.int32)
-    positions = count[:, None] + jnp.arange(n, dtype=jnp.int32)[None]
-    causal = jnp.tril(jnp.ones((n, n), dtype=bool))
-    mask = jnp.concatenate(
-        [
-            jnp.broadcast_to(valid[:, None, :], (b, n, p)),
-            jnp.broadcast_to(causal, (b, n, n)),
-        ],
-        axis=-1,
-    )
-    x, _ = run_blocks(blocks, config, hidden, positions, mask, (k, v, p))
     if features:
         return final_norm({**frozen, **trainable}, config, x)
     return head({**frozen, **trainable}, config, x)

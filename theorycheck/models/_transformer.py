@@ -58,6 +58,34 @@ def run_blocks(blocks, cfg: ModelConfig, x, positions, mask, cache=None):
     return x, kv
 
 
+def decode_blocks(blocks, cfg: ModelConfig, x, positions, mask, cache):
+    """:func:`run_blocks` with a cache, every layer's caches carried through the
+    layer loop and only this call's positions written (in place): what a decode
+    step needs. ``run_blocks`` instead takes each layer's cache as a scanned input
+    and returns a new stacked cache, a copy of the whole cache per call, which
+    dominates a decode step of one token (the same numbers either way). For
+    evaluation: reverse-mode differentiation would keep the whole carried cache per
+    layer.
+
+    Args:
+        blocks, cfg, x, positions, mask: as for :func:`run_blocks`.
+        cache: ``(k, v, index)`` with ``k, v [L, batch, keys, Hkv, d]``.
+
+    Returns:
+        ``(x, (k, v))``.
+    """
+    block = functools.partial(FAMILIES[cfg.family].block, cfg)
+    k, v, index = cache
+
+    def body(carry, p):
+        x, k, v, layer = carry
+        x, (k, v) = block(p, x, positions, mask, (k, v, layer, index))
+        return (x, k, v, layer + 1), None
+
+    (x, k, v, _), _ = jax.lax.scan(body, (x, k, v, jnp.int32(0)), blocks)
+    return x, (k, v)
+
+
 def embed(params: Params, cfg: ModelConfig, tokens, positions) -> Array:
     """The family's embedding (token, plus learned positions for GPT-2, times
     sqrt(D) for Gemma), ``[batch, seq, D]``."""
@@ -151,6 +179,152 @@ def hidden_states(
     """
     check_tokens(tokens, config)
     return _hidden(params, config, jnp.asarray(tokens), attention_mask, num_blocks)
+
+
+def continue_prefixes(blocks, cfg: ModelConfig, prefix_x, prefix_mask, x, group):
+    r"""Runs ``blocks`` over each distinct prefix once, then over rows that continue
+    them: row b is the sequence ``prefix[group[b]] + x[b]``.
+
+    Causal attention makes a prefix's activations independent of what follows, so
+    its keys and values (a KV cache, as in generation) serve every row of its group;
+    the rows attend to their group's prefix (its real positions) and causally to
+    themselves. The same function as :func:`run_blocks` over the full sequences (to
+    float rounding: the same sums over the same keys, in matrix products of other
+    shapes), with G-fold fewer prefix positions for G rows per prefix.
+
+    Args:
+        blocks: dict of arrays with a leading layer axis.
+        cfg: the model's config.
+        prefix_x: ``[groups, prefix, D]`` residual stream of each distinct prefix.
+        prefix_mask: ``[groups, prefix]`` 1 for real prefix tokens (left padding 0).
+        x: ``[batch, rows, D]`` residual stream of the positions after the prefix
+            (every one a real token).
+        group: ``[batch]`` the prefix of each row.
+
+    Returns:
+        ``(prefix_out [groups, prefix, D], rows_out [batch, rows, D])``.
+    """
+    g, p, _ = prefix_x.shape
+    b, n, _ = x.shape
+    layers = jax.tree_util.tree_leaves(blocks)[0].shape[0]
+    heads = FAMILIES[cfg.family].cache_heads(cfg)
+    empty = jnp.zeros((layers, g, p, heads, cfg.head_dim), prefix_x.dtype)
+    positions, mask = positions_and_mask(prefix_mask, g, p)
+    prefix_out, (k, v) = run_blocks(
+        blocks, cfg, prefix_x, positions, mask, (empty, empty, 0)
+    )
+    pad = jnp.zeros((layers, b, n, heads, cfg.head_dim), k.dtype)
+    k = jnp.concatenate([k[:, group], pad], axis=2)
+    v = jnp.concatenate([v[:, group], pad], axis=2)
+    positions, mask = _row_positions_and_mask(prefix_mask, group, n)
+    x, _ = run_blocks(blocks, cfg, x, positions, mask, (k, v, p))
+    return prefix_out, x
+
+
+def _row_positions_and_mask(prefix_mask, group, n):
+    """Positions and attention mask ``[batch, n, prefix + n]`` of rows continuing
+    their group's left-padded prefix."""
+    valid = jnp.asarray(prefix_mask).astype(bool)[group]
+    b, p = valid.shape
+    count = jnp.sum(valid, axis=-1, dtype=jnp.int32)
+    positions = count[:, None] + jnp.arange(n, dtype=jnp.int32)[None]
+    causal = jnp.tril(jnp.ones((n, n), dtype=bool))
+    mask = jnp.concatenate(
+        [
+            jnp.broadcast_to(valid[:, None, :], (b, n, p)),
+            jnp.broadcast_to(causal, (b, n, n)),
+        ],
+        axis=-1,
+    )
+    return positions, mask
+
+
+def distinct_prefixes(prefix_ids, prefix_mask):
+    """``(ids [G, P], mask [G, P], group [B])``: the distinct (prefix, mask) rows of
+    ``[B, P]`` arrays, in sorted order, and which one each row is (numpy; the
+    samples of a GRPO group share their prompt)."""
+    prefix_ids, prefix_mask = np.asarray(prefix_ids), np.asarray(prefix_mask)
+    p = prefix_ids.shape[1]
+    both = np.concatenate([prefix_ids, prefix_mask.astype(prefix_ids.dtype)], axis=1)
+    distinct, group = np.unique(both, axis=0, return_inverse=True)
+    return (
+        distinct[:, :p].astype(prefix_ids.dtype),
+        distinct[:, p:].astype(prefix_mask.dtype),
+        group.reshape(-1).astype(np.int32),
+    )
+
+
+def _embedded_prefixes(params, config, prefix_ids, prefix_mask, tokens, group):
+    """The embeddings of the prefixes and of the rows after them (positions count
+    real tokens, as :func:`positions_and_mask` of the full sequence does)."""
+    g, p = prefix_ids.shape
+    positions, _ = positions_and_mask(prefix_mask, g, p)
+    row_positions, _ = _row_positions_and_mask(prefix_mask, group, tokens.shape[1])
+    return (
+        embed(params, config, prefix_ids, positions),
+        embed(params, config, tokens, row_positions),
+    )
+
+
+def prefix_hidden_states(
+    params: Params,
+    config: ModelConfig,
+    prefix_ids: Int[ArrayLike, "groups prefix"],
+    prefix_mask: Int[ArrayLike, "groups prefix"],
+    tokens: Int[ArrayLike, "batch rows"],
+    group: Int[ArrayLike, " batch"],
+    *,
+    num_blocks: int | None = None,
+) -> tuple[Array, Array]:
+    """:func:`hidden_states` of the sequences ``prefix[group[b]] + tokens[b]``, each
+    distinct prefix run once (:func:`continue_prefixes`): ``(prefix_hidden
+    [G, P, D], hidden [B, N, D])``; the full sequences' residual stream is
+    ``concatenate([prefix_hidden[group], hidden], axis=1)`` (to float rounding).
+
+    Args:
+        params: the model's parameter pytree.
+        config: its :class:`ModelConfig`.
+        prefix_ids: the distinct prefixes, left-padded (:func:`distinct_prefixes`).
+        prefix_mask: 1 for real prefix tokens.
+        tokens: every row's tokens after its prefix (all real).
+        group: each row's prefix.
+        num_blocks: how many blocks to run (all when None).
+    """
+    check_tokens(prefix_ids, config)
+    check_tokens(tokens, config)
+    return _prefix_hidden(
+        params,
+        config,
+        jnp.asarray(prefix_ids),
+        jnp.asarray(prefix_mask),
+        jnp.asarray(tokens),
+        jnp.asarray(group, jnp.int32),
+        num_blocks,
+    )
+
+
+@functools.partial(jax.jit, static_argnames=("config", "num_blocks"))
+def _prefix_hidden(params, config, prefix_ids, prefix_mask, tokens, group, num_blocks):
+    blocks = params["blocks"]
+    if num_blocks is not None:
+        blocks = jax.tree_util.tree_map(lambda a: a[:num_blocks], blocks)
+    px, x = _embedded_prefixes(params, config, prefix_ids, prefix_mask, tokens, group)
+    return continue_prefixes(blocks, config, px, prefix_mask, x, group)
+
+
+def response_logits(params, config, prefix_ids, prefix_mask, tokens, group):
+    r"""``[B, N, V]`` teacher-forced logits of each token of ``tokens`` after its
+    prefix ``prefix[group[b]]`` (prefixes left-padded; :func:`distinct_prefixes`):
+    the logits at the prefix's last position and at the rows' first N − 1, through
+    the head only there. The same numbers as ``forward`` of the full sequences
+    sliced to those positions (to float rounding), each distinct prefix run once.
+    Traceable (``exactly_rounded`` evaluates it primitive by primitive)."""
+    px, x = _embedded_prefixes(params, config, prefix_ids, prefix_mask, tokens, group)
+    prefix_out, x = continue_prefixes(
+        params["blocks"], config, px, prefix_mask, x, group
+    )
+    scoring = jnp.concatenate([prefix_out[group, -1:], x[:, :-1]], axis=1)
+    return head(params, config, scoring)
 
 
 @functools.partial(jax.jit, static_argnames=("config",))

@@ -86,8 +86,10 @@ def rescore(
     between CPUs (results recorded before the choice existed used it)."""
     from theorycheck.models import (
         cast_params,
+        distinct_prefixes,
         exactly_rounded,
         forward,
+        response_logits,
         sampling_logprobs,
     )
 
@@ -107,13 +109,27 @@ def rescore(
     start = prompt_ids.shape[1] - 1  # row t scores the token at t + 1
     n = tokens.shape[1]
 
-    def score(p, i, m):
-        logits = forward(p, cfg, i, attention_mask=m)[:, start : start + n]
+    if arithmetic == "xla":  # full sequences, as the results that used it ran
+
+        def score(p, i, m):
+            logits = forward(p, cfg, i, attention_mask=m)[:, start : start + n]
+            return sampling_logprobs(logits, temperature)
+
+        return np.asarray(score(engine, ids, mask), np.float32)
+
+    # each distinct prompt once, the head at the scored positions only: exactly
+    # rounded, the same numbers as the full sequences (each operation is its float64
+    # value rounded once, whatever the shapes of the products)
+    prefix_ids, prefix_mask, group = distinct_prefixes(prompt_ids, prompt_mask)
+
+    def exact(p, pi, pm, t, g):
+        logits = response_logits(p, cfg, pi, pm, t, g)
         return sampling_logprobs(logits, temperature)
 
-    if arithmetic == "exact":
-        score = jax.jit(exactly_rounded(score))
-    return np.asarray(score(engine, ids, mask), np.float32)
+    out = jax.jit(exactly_rounded(exact))(
+        engine, prefix_ids, prefix_mask, np.asarray(tokens, np.int32), group
+    )
+    return np.asarray(out, np.float32)
 
 
 def from_record(

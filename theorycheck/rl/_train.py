@@ -35,8 +35,10 @@ from theorycheck._errors import BadInput
 from theorycheck.losses import LOSSES, Reduction, grpo_advantages, reduction_weights
 from theorycheck.models import (
     cast_params,
+    distinct_prefixes,
     hidden_states,
     logits_from_hidden,
+    prefix_hidden_states,
     split_params,
 )
 from theorycheck.rl._config import TrainConfig, make_optimizer
@@ -149,6 +151,36 @@ def take_rows(batch: Batch, rows) -> Batch:
     return Batch(*(x[rows] for x in batch))
 
 
+def _trunk(params, cfg, rollouts, order, num_blocks):
+    r"""``[B, P + N, D]`` the frozen trunk's residual stream of the rows ``order``.
+
+    A float64 trunk runs each distinct prompt once
+    (:func:`theorycheck.models.prefix_hidden_states`: the G samples of a group
+    share their prompt's activations) and gives every row its prompt's: the same
+    numbers as the full sequences to float64 rounding (~1e-16 relative, what the
+    float64 trunk is there to make negligible). A float32 trunk runs the full
+    sequences, as the results recorded with it did (its rounding, ~1e-7, depends
+    on the shapes of the products)."""
+    if params["embed"].dtype != jnp.float64:
+        ids, amask = rollouts.sequences()
+        return hidden_states(
+            params, cfg, ids[order], num_blocks=num_blocks, attention_mask=amask[order]
+        )
+    prefix_ids, prefix_mask, group = distinct_prefixes(
+        rollouts.prompt_ids[order], rollouts.prompt_mask[order]
+    )
+    prefix, rows = prefix_hidden_states(
+        params,
+        cfg,
+        prefix_ids,
+        prefix_mask,
+        np.asarray(rollouts.tokens[order], np.int32),
+        group,
+        num_blocks=num_blocks,
+    )
+    return jnp.concatenate([prefix[jnp.asarray(group)], rows], axis=1)
+
+
 class Trainer:
     """One rollout batch prepared for training: frozen trunk, anchor, optimizer.
 
@@ -202,20 +234,20 @@ class Trainer:
             {k: frozen[k] for k in ("embed", "lm_head") if k in frozen}
         )
         order = np.random.default_rng(seed).permutation(b)
-        ids, amask = rollouts.sequences()
-        ids, amask = ids[order], amask[order]
+        _, amask = rollouts.sequences()
+        amask = amask[order]
         trunk_dtype = jnp.dtype(config.trunk_dtype)
         key = (config.trainable_blocks, seed, jnp.dtype(dtype).name, trunk_dtype.name)
         hidden = None if trunk is None else trunk.get(key)
         if hidden is None:
-            hidden = hidden_states(
+            hidden = _trunk(
                 params
                 if trunk_dtype == params["embed"].dtype
                 else cast_params(params, trunk_dtype),
                 cfg,
-                ids,
-                num_blocks=cfg.num_layers - config.trainable_blocks,
-                attention_mask=amask,
+                rollouts,
+                order,
+                cfg.num_layers - config.trainable_blocks,
             ).astype(dtype)
             if trunk is not None:
                 trunk[key] = hidden
