@@ -494,9 +494,9 @@ def main(argv=None) -> None:
     q["prompt_draws"] = meta["draws"]
     runs, profiles, steps = {}, {}, {}
     trunks: dict = {}
-    trunk_s = _cpu(
-        lambda: Trainer(model, rollouts, TrainConfig(), seed=0, trunk=trunks)
-    )[1]
+    # the experiment's trainer settings where they shape the cost (its trunk dtype)
+    train = TrainConfig(trunk_dtype=Config().trunk_dtype)
+    trunk_s = _cpu(lambda: Trainer(model, rollouts, train, seed=0, trunk=trunks))[1]
     # probe_rows="minibatch" at the experiment's others_rows (its default setting)
     setting = ("minibatch", Config().others_rows)
     walls = {}
@@ -507,7 +507,7 @@ def main(argv=None) -> None:
         ("minibatch", True, "cold"),
         ("minibatch", True, "warm"),
     ):
-        trainer = Trainer(model, rollouts, TrainConfig(), seed=0, trunk=trunks)
+        trainer = Trainer(model, rollouts, train, seed=0, trunk=trunks)
         # the plain loop: its first BASELINE_STEPS steps (the first compiles)
         phases: dict = {}
         cut = None if fast else BASELINE_STEPS
@@ -571,7 +571,7 @@ def main(argv=None) -> None:
     from theorycheck.probes._fast import matched_controls
     from theorycheck.probes._matched import recorded_controls
 
-    tr = Trainer(model, rollouts, TrainConfig(), seed=0, trunk=trunks)
+    tr = Trainer(model, rollouts, train, seed=0, trunk=trunks)
     two_pass, q["controls_cpu_s"], _ = _cpu(
         functools.partial(
             matched_controls, tr, runs[("fast", "warm")][1], delta=0.0, seed=0
@@ -581,7 +581,7 @@ def main(argv=None) -> None:
     # the experiment's route now: the controls in the probe's own pass
     # (controls_seed, with minibatch probing; its programs are the masks', compiled
     # above), timed as the probe's phase "controls"
-    tr = Trainer(model, rollouts, TrainConfig(), seed=0, trunk=trunks)
+    tr = Trainer(model, rollouts, train, seed=0, trunk=trunks)
     in_pass: dict = {}
     _, probe_c, q["minibatch_with_controls_cpu_s"], _ = _probe(
         tr, True, phases=in_pass, rows=setting, controls_seed=0
@@ -632,7 +632,7 @@ def main(argv=None) -> None:
     q.update(_projection(q, trainer, walls["minibatch"], prefix="minibatch_"))
     _report(args, doc, q, profiles)
     # the accelerator policy: the trainable top and every probe pass in float32
-    trainer32 = Trainer(model, rollouts, TrainConfig(), seed=0, dtype="float32")
+    trainer32 = Trainer(model, rollouts, train, seed=0, dtype="float32")
     analysis32, probe32, _, _ = _probe(trainer32, True, masks=False)  # masks: no use
     q.update(_precision(runs[("fast", "warm")], (analysis32, probe32)))
     q["peak_rss_gb"] = _rss_gb()

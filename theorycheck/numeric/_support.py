@@ -86,6 +86,42 @@ def _masked_logsumexp(x: Array, drop: Array) -> Array:
     return jnp.where(empty, -jnp.inf, jax.nn.logsumexp(safe, axis=-1))
 
 
+#: float32 candidates beyond K that :func:`top_k` takes before its float64 check
+TOP_K_SLACK = 8
+
+
+def top_k(x: Array, k: int) -> tuple[Array, Array]:
+    r"""``jax.lax.top_k(x, k)``: the same values, indices and order (ties to the
+    lower index), with XLA's fast float32 top-k doing the search for float64 ``x``.
+
+    XLA's CPU top-k has a fast kernel for float32 only; for float64 it sorts every
+    row (about 100 times slower at V = 49152). Rounding to float32 is monotone
+    (:math:`a \le b \Rightarrow \mathrm{fl}(a) \le \mathrm{fl}(b)`), so with
+    :math:`t` the float32 value of the M-th float32 candidate (M = K + slack),
+    every entry outside the candidates has :math:`\mathrm{fl}(x_i) \le t`. The
+    candidates, in index order, give their exact float64 top-K; when its K-th value
+    :math:`v_K` has :math:`\mathrm{fl}(v_K) > t`, every entry with
+    :math:`x_i \ge v_K` is a candidate, so that is the full top-K, ties included.
+    Otherwise (near-ties across the cut, fewer than K finite entries) the row
+    block falls back to the full float64 ``jax.lax.top_k`` (a ``lax.cond``: both
+    run under ``vmap``, with the same result).
+    """
+    x = jnp.asarray(x)
+    n = x.shape[-1]
+    m = min(n, k + TOP_K_SLACK)
+    if x.dtype != jnp.float64 or m >= n:
+        return jax.lax.top_k(x, k)
+    v32, cand = jax.lax.top_k(x.astype(jnp.float32), m)
+    # t as the candidates' min, not v32[..., -1]: XLA rewrites a top-k whose
+    # output is sliced into a full sort of the row (the slow path again)
+    t = jnp.min(v32, axis=-1)
+    cand = jnp.sort(cand, axis=-1)  # index order: equal values keep top_k's order
+    vals, pos = jax.lax.top_k(_take(x, cand), k)
+    ids = _take(cand, pos)
+    ok = jnp.all(vals[..., -1].astype(jnp.float32) > t)
+    return jax.lax.cond(ok, lambda: (vals, ids), lambda: tuple(jax.lax.top_k(x, k)))
+
+
 def _behavior_topk(behavior, vocab: int, topk: int):
     """Top-K log-probs and ids of the behavior (full log-probs or TopKBehavior)."""
     if isinstance(behavior, TopKBehavior):
@@ -94,7 +130,7 @@ def _behavior_topk(behavior, vocab: int, topk: int):
         kk = min(topk, logp.shape[-1])
         vals, pos = jax.lax.top_k(logp, kk)
         return vals, _take(ids, pos)
-    return jax.lax.top_k(jnp.asarray(behavior), min(topk, vocab))
+    return top_k(jnp.asarray(behavior), min(topk, vocab))
 
 
 def sampled_behavior_logp(behavior, sampled: Array) -> Array:
