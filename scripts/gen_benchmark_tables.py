@@ -477,6 +477,56 @@ def render_probe(doc: dict) -> str:
     )
 
 
+#: the measures of an earlier probe run set beside the current one
+PROBE_BEFORE = (
+    "route_tokens_per_cpu_s",
+    "route_unit_tokens_per_cpu_s",
+    "rollouts_cpu_s",
+    "rollouts_f32_cpu_s",
+    "rescore_cpu_s",
+    "trunk_cpu_s",
+    "seed_generation_cpu_s",
+    "minibatch_run_projected_cpu_s",
+    "minibatch_run_projected_wall_s",
+    "minibatch_run_projected_wall_2cores_s",
+)
+
+
+def render_probe_before(doc: dict) -> str:
+    """An earlier ``bench_probe`` run (kept as ``bench_probe_before.json``): its
+    provenance, the measures of :data:`PROBE_BEFORE` and the profile of the
+    experiment's route, to read beside the current block."""
+    q, prof = doc["quantities"], doc["profile"]
+    labels = {
+        **PROBE_LABELS,
+        "minibatch_run_projected_cpu_s": "the default run projected at these rates "
+        "(CPU-s; the text above the current block)",
+        "minibatch_run_projected_wall_s": "the same, wall at this run's CPU-s per "
+        "wall second of the warm probe (s)",
+        "minibatch_run_projected_wall_2cores_s": "the same, wall with both cores "
+        "busy (s)",
+    }
+    rows = [[labels.get(n, n), _num(q[n], ".3g")] for n in PROBE_BEFORE if n in q]
+    runs = [r for r in ("minibatch_warm", "route_warm") if r in prof]
+    table = []
+    for phase, label in PROBE_PHASES.items():
+        cells = [prof[r].get(phase) for r in runs]
+        if all(c is None for c in cells):
+            continue
+        table.append([label] + ["–" if c is None else f"{c:.2f}" for c in cells])
+    table.append(["**total**"] + [f"**{sum(prof[r].values()):.2f}**" for r in runs])
+    return "\n\n".join(
+        [
+            provenance(doc),
+            _table(["measure (before)", "value"], rows),
+            _table(["phase (CPU-s, before)", *(PROFILE_RUNS[r] for r in runs)], table),
+        ]
+    )
+
+
+#: results files holding another benchmark's run (the stem it was written as)
+KIND = {"bench_probe_before": "bench_probe"}
+
 # results file stem: (block name, renderer, the command that writes the file)
 BENCHMARKS = {
     "bench_numeric": ("bench-numeric", render_numeric, ""),
@@ -485,6 +535,7 @@ BENCHMARKS = {
     "bench_models": ("bench-models", render_models, ""),
     "bench_torchfront": ("bench-torchfront", render_torchfront, ""),
     "bench_probe": ("bench-probe", render_probe, ""),
+    "bench_probe_before": ("bench-probe-before", render_probe_before, ""),
 }
 
 
@@ -493,17 +544,18 @@ def render(stem: str, results: Path = RESULTS) -> str:
     block, renderer, flags = BENCHMARKS[stem]
     path = results / f"{stem}.json"
     if not path.exists():
-        script = stem.removesuffix("_scale")
+        script = KIND.get(stem, stem).removesuffix("_scale")
         flags = f"{flags} " if flags else ""
         return (
             f"Not measured yet: run `python benchmarks/{script}.py {flags}--json-out "
             f"benchmarks/results/{stem}.json`, then `make docs`."
         )
     doc = json.loads(path.read_text())
-    if doc.get("benchmark") != stem or doc.get("schema") != SCHEMA:
+    kind = KIND.get(stem, stem)
+    if doc.get("benchmark") != kind or doc.get("schema") != SCHEMA:
         raise Inconsistent(
             f"{path.name}: benchmark {doc.get('benchmark')!r}, schema "
-            f"{doc.get('schema')!r} (expected {stem!r}, {SCHEMA})"
+            f"{doc.get('schema')!r} (expected {kind!r}, {SCHEMA})"
         )
     return renderer(doc)
 

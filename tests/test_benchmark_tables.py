@@ -278,3 +278,17 @@ def test_probe_block_renders_targets_and_the_profile(tmp_path):
     results.write(tmp_path / "bench_probe.json", doc)
     with pytest.raises(gen.Inconsistent):
         gen.render("bench_probe", tmp_path)
+
+
+def test_the_probe_run_before_renders_its_own_numbers_and_kind(tmp_path):
+    """bench_probe_before.json is a bench_probe run: rendered from its numbers, and
+    refused when it says it is another benchmark's."""
+    src = json.loads((ROOT / "benchmarks/results/bench_probe_before.json").read_text())
+    results.write(tmp_path / "bench_probe_before.json", src)
+    text = gen.render("bench_probe_before", tmp_path)
+    route = f"{src['quantities']['route_tokens_per_cpu_s']:.3g}"
+    assert f"| {route} |" in text and src["provenance"]["commit"][:10] in text
+    src["benchmark"] = "bench_models"
+    results.write(tmp_path / "bench_probe_before.json", src)
+    with pytest.raises(gen.Inconsistent, match="expected 'bench_probe'"):
+        gen.render("bench_probe_before", tmp_path)
