@@ -431,6 +431,19 @@ PROFILE_RUNS = {
 }
 
 
+def _profile_rows(prof: dict, runs: list[str]) -> list[list[str]]:
+    """The profile table's rows: CPU-s per phase (:data:`PROBE_PHASES`) of each of
+    ``runs``, phases no run has left out, then the totals."""
+    table = []
+    for phase, label in PROBE_PHASES.items():
+        cells = [prof[r].get(phase) for r in runs]
+        if all(c is None for c in cells):
+            continue
+        table.append([label] + ["–" if c is None else f"{c:.2f}" for c in cells])
+    totals = [sum(prof[r].values()) for r in runs]
+    return table + [["**total**"] + [f"**{t:.2f}**" for t in totals]]
+
+
 def render_probe(doc: dict) -> str:
     q, targets = doc["quantities"], doc["targets"]
     values = dict(q)
@@ -458,14 +471,7 @@ def render_probe(doc: dict) -> str:
     prof = doc["profile"]
     runs = [r for r in PROFILE_RUNS if r in prof]
     head = ["phase (CPU-s)", *(PROFILE_RUNS[r] for r in runs)]
-    table = []
-    for phase, label in PROBE_PHASES.items():
-        cells = [prof[r].get(phase) for r in runs]
-        if all(c is None for c in cells):
-            continue
-        table.append([label] + ["–" if c is None else f"{c:.2f}" for c in cells])
-    totals = [sum(prof[r].values()) for r in runs]
-    table.append(["**total**"] + [f"**{t:.2f}**" for t in totals])
+    table = _profile_rows(prof, runs)
     return "\n\n".join(
         [
             provenance(doc),
@@ -508,13 +514,7 @@ def render_probe_before(doc: dict) -> str:
     }
     rows = [[labels.get(n, n), _num(q[n], ".3g")] for n in PROBE_BEFORE if n in q]
     runs = [r for r in ("minibatch_warm", "route_warm") if r in prof]
-    table = []
-    for phase, label in PROBE_PHASES.items():
-        cells = [prof[r].get(phase) for r in runs]
-        if all(c is None for c in cells):
-            continue
-        table.append([label] + ["–" if c is None else f"{c:.2f}" for c in cells])
-    table.append(["**total**"] + [f"**{sum(prof[r].values()):.2f}**" for r in runs])
+    table = _profile_rows(prof, runs)
     return "\n\n".join(
         [
             provenance(doc),

@@ -313,3 +313,21 @@ def write_gguf(
 def token_batch(vocab: int, batch: int, seq: int, seed: int = 0) -> np.ndarray:
     """Random int32 token ids ``[batch, seq]`` in ``[0, vocab)``."""
     return np.random.default_rng(seed).integers(0, vocab, (batch, seq)).astype(np.int32)
+
+
+def family_config(family: str, vocab: int):
+    """A tiny ``ModelConfig`` of ``family`` (llama, gpt2, gemma): 3 layers, 4 heads
+    of 4, grouped-query where the family has it (2 KV heads; GPT-2 4)."""
+    from theorycheck.models import Family, ModelConfig
+
+    return ModelConfig(
+        family=Family(family),
+        vocab_size=vocab,
+        hidden_size=16,
+        num_layers=3,
+        num_heads=4,
+        num_kv_heads=2 if family != "gpt2" else 4,
+        head_dim=4,
+        intermediate_size=32,
+        max_positions=32,
+    )

@@ -6,7 +6,7 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-from tests.models._checkpoints import token_batch
+from tests.models._checkpoints import family_config, token_batch
 from theorycheck import BadInput
 from theorycheck.models import forward, generate, load_hf
 from theorycheck.testing import STAT_RTOL, assert_close
@@ -160,20 +160,10 @@ def test_decode_blocks_equals_run_blocks_bit_for_bit(family, dtype):
     """The in-place layer loop of a decode step computes what run_blocks computes
     (the same operations on the same values): output and both caches, for a
     prefill and then one decode step, every family."""
-    from theorycheck.models import Family, ModelConfig, init_params
+    from theorycheck.models import init_params
     from theorycheck.models._transformer import decode_blocks, embed, run_blocks
 
-    cfg = ModelConfig(
-        family=Family(family),
-        vocab_size=23,
-        hidden_size=16,
-        num_layers=3,
-        num_heads=4,
-        num_kv_heads=2 if family != "gpt2" else 4,
-        head_dim=4,
-        intermediate_size=32,
-        max_positions=32,
-    )
+    cfg = family_config(family, vocab=23)
     params = init_params(cfg, key=jr.key(3), dtype=dtype, scale=0.3)
     b, t, total = 3, 5, 8
     shape = (cfg.num_layers, b, total, cfg.num_kv_heads, cfg.head_dim)

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tests.models._checkpoints import token_batch
+from tests.models._checkpoints import family_config, token_batch
 from tests.models._reference import reference_logits
 from theorycheck import BadInput
 from theorycheck.models import cast_params, forward, load_hf
@@ -121,8 +121,6 @@ def test_shared_prefixes_are_the_full_sequences(family):
     import jax.random as jr
 
     from theorycheck.models import (
-        Family,
-        ModelConfig,
         distinct_prefixes,
         forward,
         hidden_states,
@@ -131,17 +129,7 @@ def test_shared_prefixes_are_the_full_sequences(family):
         response_logits,
     )
 
-    cfg = ModelConfig(
-        family=Family(family),
-        vocab_size=29,
-        hidden_size=16,
-        num_layers=3,
-        num_heads=4,
-        num_kv_heads=2 if family != "gpt2" else 4,
-        head_dim=4,
-        intermediate_size=32,
-        max_positions=32,
-    )
+    cfg = family_config(family, vocab=29)
     params = init_params(cfg, key=jr.key(5), dtype=jnp.float64, scale=0.3)
     prompts = [[3, 4, 5, 6], [7, 8], [9, 10, 11]]
     rows = [0, 0, 1, 2, 1, 2, 2]
