@@ -159,8 +159,10 @@ def test_completion_mask_keeps_through_first_eos():
 def test_decode_blocks_equals_run_blocks_bit_for_bit(family, dtype):
     """The in-place layer loop of a decode step computes what run_blocks computes
     (the same operations on the same values): output and both caches, for a
-    prefill and then one decode step, every family."""
+    prefill and then one decode step, every family; a bfloat16 cache is stored as
+    its uint16 bit patterns."""
     from theorycheck.models import init_params
+    from theorycheck.models._family import cache_storage, from_storage
     from theorycheck.models._transformer import decode_blocks, embed, run_blocks
 
     cfg = family_config(family, vocab=23)
@@ -175,7 +177,8 @@ def test_decode_blocks_equals_run_blocks_bit_for_bit(family, dtype):
     step_mask = jnp.broadcast_to(keys <= t, (b, 1, total))
     outs = []
     for run in (run_blocks, decode_blocks):
-        cache = (jnp.zeros(shape, dtype), jnp.zeros(shape, dtype), 0)
+        store = cache_storage(dtype) if run is decode_blocks else dtype
+        cache = (jnp.zeros(shape, store), jnp.zeros(shape, store), 0)
         x = embed(params, cfg, tokens[:, :t], pos)
         x, (k, v) = jax.jit(run, static_argnums=1)(
             params["blocks"], cfg, x, pos, mask, cache
@@ -184,6 +187,7 @@ def test_decode_blocks_equals_run_blocks_bit_for_bit(family, dtype):
         y, (k, v) = jax.jit(run, static_argnums=1)(
             params["blocks"], cfg, y, step_pos, step_mask, (k, v, t)
         )
+        k, v = from_storage(k, dtype), from_storage(v, dtype)
         outs.append([np.asarray(a, np.float64) for a in (x, y, k, v)])
     assert float(jnp.max(jnp.abs(outs[0][2]))) > 0  # the caches were written
     for a, c in zip(*outs):

@@ -11,6 +11,7 @@ the parameter helpers and the loaders dispatch through that table only.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable, Mapping
 
 import jax
@@ -80,6 +81,43 @@ def default_init(key: str) -> str:
     return "normal"
 
 
+def cache_storage(dtype) -> jnp.dtype:
+    """The dtype a decode cache of ``dtype`` values is stored in
+    (:func:`~theorycheck.models._transformer.decode_blocks`): the uint16 bit patterns
+    of a 16-bit float, else ``dtype`` itself.
+
+    XLA's CPU backend computes a bfloat16 ``dynamic_update_slice`` in float32: it
+    converts the whole array to float32, writes the slice and converts back, a read
+    and a write of every layer's cache for each layer of each decode step. On an
+    integer array the same write is in place. The values are the same bits either
+    way (:func:`to_storage`, :func:`from_storage`).
+
+    Examples:
+        >>> cache_storage(jnp.bfloat16), cache_storage(jnp.float32)
+        (dtype('uint16'), dtype('float32'))
+    """
+    dtype = jnp.dtype(dtype)
+    if jnp.issubdtype(dtype, jnp.floating) and dtype.itemsize == 2:
+        return jnp.dtype(jnp.uint16)
+    return dtype
+
+
+def to_storage(a, dtype):
+    """``a`` as a cache of storage ``dtype`` holds it: its bit pattern for a 16-bit
+    float in a uint16 cache (:func:`cache_storage`), else ``a.astype(dtype)``."""
+    if jnp.dtype(dtype) == jnp.uint16 and jnp.dtype(a.dtype).itemsize == 2:
+        return jax.lax.bitcast_convert_type(a, jnp.uint16)
+    return a.astype(dtype)
+
+
+def from_storage(a, dtype):
+    """The values of ``dtype`` that a cache slice ``a`` stores (the inverse of
+    :func:`to_storage`)."""
+    if a.dtype == jnp.uint16 and jnp.dtype(dtype) != jnp.uint16:
+        return jax.lax.bitcast_convert_type(a, dtype)
+    return a
+
+
 def write_cache(k, v, kv):
     """Writes this step's keys/values into the layer's cache at ``index``.
 
@@ -103,10 +141,15 @@ def write_cache(k, v, kv):
         k_all, v_all, layer, index = kv
         zero = jnp.zeros((), jnp.int32)
         start = (layer, zero, jnp.asarray(index, jnp.int32), zero, zero)
-        k_all = jax.lax.dynamic_update_slice(k_all, k[None].astype(k_all.dtype), start)
-        v_all = jax.lax.dynamic_update_slice(v_all, v[None].astype(v_all.dtype), start)
+        put = functools.partial(to_storage, dtype=k_all.dtype)
+        k_all = jax.lax.dynamic_update_slice(k_all, put(k[None]), start)
+        v_all = jax.lax.dynamic_update_slice(v_all, put(v[None]), start)
         k_layer = jax.lax.dynamic_index_in_dim(k_all, layer, keepdims=False)
         v_layer = jax.lax.dynamic_index_in_dim(v_all, layer, keepdims=False)
+        k_layer, v_layer = (
+            from_storage(k_layer, k.dtype),
+            from_storage(v_layer, v.dtype),
+        )
         return k_layer, v_layer, (k_all, v_all)
     k_cache, v_cache, index = kv
     start = (0, index, 0, 0)

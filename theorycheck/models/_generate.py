@@ -14,6 +14,7 @@ from jaxtyping import Float, Int
 
 from theorycheck._errors import BadInput
 from theorycheck.models._config import ModelConfig
+from theorycheck.models._family import cache_storage
 from theorycheck.models._transformer import (
     Params,
     check_tokens,
@@ -119,7 +120,8 @@ def _generate(
     total = t + max_new_tokens
     dtype = params["embed"].dtype
     shape = (config.num_layers, b, total, config.num_kv_heads, config.head_dim)
-    cache_k, cache_v = jnp.zeros(shape, dtype), jnp.zeros(shape, dtype)
+    store = cache_storage(dtype)  # bit patterns: an in-place write (cache_storage)
+    cache_k, cache_v = jnp.zeros(shape, store), jnp.zeros(shape, store)
     valid = jnp.concatenate(
         [prompt_mask.astype(bool), jnp.ones((b, max_new_tokens), bool)], axis=1
     )
