@@ -11,7 +11,6 @@ the parameter helpers and the loaders dispatch through that table only.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable, Iterable, Mapping
 
 import jax
@@ -113,7 +112,7 @@ def to_storage(a, dtype):
 def from_storage(a, dtype):
     """The values of ``dtype`` that a cache slice ``a`` stores (the inverse of
     :func:`to_storage`)."""
-    if a.dtype == jnp.uint16 and jnp.dtype(dtype) != jnp.uint16:
+    if a.dtype == jnp.uint16:
         return jax.lax.bitcast_convert_type(a, dtype)
     return a
 
@@ -141,9 +140,12 @@ def write_cache(k, v, kv):
         k_all, v_all, layer, index = kv
         zero = jnp.zeros((), jnp.int32)
         start = (layer, zero, jnp.asarray(index, jnp.int32), zero, zero)
-        put = functools.partial(to_storage, dtype=k_all.dtype)
-        k_all = jax.lax.dynamic_update_slice(k_all, put(k[None]), start)
-        v_all = jax.lax.dynamic_update_slice(v_all, put(v[None]), start)
+        k_all = jax.lax.dynamic_update_slice(
+            k_all, to_storage(k[None], k_all.dtype), start
+        )
+        v_all = jax.lax.dynamic_update_slice(
+            v_all, to_storage(v[None], v_all.dtype), start
+        )
         k_layer = jax.lax.dynamic_index_in_dim(k_all, layer, keepdims=False)
         v_layer = jax.lax.dynamic_index_in_dim(v_all, layer, keepdims=False)
         k_layer, v_layer = (

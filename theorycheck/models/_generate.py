@@ -120,7 +120,7 @@ def _generate(
     total = t + max_new_tokens
     dtype = params["embed"].dtype
     shape = (config.num_layers, b, total, config.num_kv_heads, config.head_dim)
-    store = cache_storage(dtype)  # bit patterns: an in-place write (cache_storage)
+    store = cache_storage(dtype)
     cache_k, cache_v = jnp.zeros(shape, store), jnp.zeros(shape, store)
     valid = jnp.concatenate(
         [prompt_mask.astype(bool), jnp.ones((b, max_new_tokens), bool)], axis=1

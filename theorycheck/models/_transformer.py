@@ -69,10 +69,8 @@ def decode_blocks(blocks, cfg: ModelConfig, x, positions, mask, cache):
 
     Args:
         blocks, cfg, x, positions, mask: as for :func:`run_blocks`.
-        cache: ``(k, v, index)`` with ``k, v [L, batch, keys, Hkv, d]``, stored as
-            ``_family.cache_storage`` says (uint16 bit patterns for bfloat16 values,
-            whose writes XLA's CPU backend would otherwise do by converting the
-            whole cache to float32 and back).
+        cache: ``(k, v, index)`` with ``k, v [L, batch, keys, Hkv, d]`` in
+            ``_family.cache_storage``'s dtype (uint16 bit patterns for bfloat16).
 
     Returns:
         ``(x, (k, v))``, the caches in their storage dtype.
