@@ -579,17 +579,14 @@ def main(argv=None) -> None:
     )
     two_pass.pop("max_rel_update_norm_gap")
     # the experiment's route now: the controls in the probe's own pass
-    # (controls_seed, with minibatch probing): their keep-masks join the masks' in
-    # one call (phase "masks"), so their cost is that phase with them minus the
-    # same phase of the warm minibatch run without them
+    # (controls_seed, with minibatch probing; its programs are the masks', compiled
+    # above), timed as the probe's phase "controls"
     tr = Trainer(model, rollouts, train, seed=0, trunk=trunks)
     in_pass: dict = {}
     _, probe_c, q["minibatch_with_controls_cpu_s"], _ = _probe(
         tr, True, phases=in_pass, rows=setting, controls_seed=0
     )
-    q["minibatch_controls_cpu_s"] = (
-        in_pass["masks"] - profiles["minibatch_warm"]["masks"]
-    )
+    q["minibatch_controls_cpu_s"] = in_pass["controls"]
     # the experiment's route as one number: what a unit of the sign-agreement
     # experiment runs after its trainer is built (minibatch probing, the controls in
     # the probe's pass, the analysis), and with the trunk; the seed's generation (both

@@ -376,7 +376,7 @@ PROBE_LABELS = {
     "minibatch_metrics_compared": "analysis metrics compared (same rows probed)",
     "minibatch_metrics_differing": "analysis metrics differing (rel. > 1e-9)",
     "minibatch_controls_cpu_s": "matched controls in the probe's pass (minibatch "
-    "probing, the experiment's route; CPU-s)",
+    "probing, the experiment's route; phase `controls`, CPU-s)",
     "minibatch_with_controls_cpu_s": "minibatch probing with the controls in its "
     "pass: probe + analysis, warm (CPU-s)",
     "controls_metrics_compared": "controls' metrics compared, in-pass vs second pass",

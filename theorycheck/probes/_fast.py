@@ -27,9 +27,7 @@ against the plain loop in ``tests/probes/test_fast.py``):
   k: the unmasked gradient's call returns e, and the three masks' gradients are
   three pullbacks through the blocks of one forward (``vmap`` over the keep-masks;
   no head product, :func:`_grads_from`); their post-update D comes from one vmapped
-  forward over the three updated parameter sets; with the matched controls in the
-  probe's pass (``run_probe(controls_seed=...)``) their three keep-masks join the
-  masks' in the same call (K = 6). The matched controls of a second pass
+  forward over the three updated parameter sets. The matched controls
   (:func:`matched_controls`) take the unmasked and their three gradients from one
   such call.
 * **Jitted optimizer steps.** The trainer's optimizer step (``optax``: global-norm

@@ -247,51 +247,52 @@ def _record(
     return rec
 
 
-def _keep_branches(fp, trainable, opt_state, step, e, sets):
-    """Fills ``branch["d_after"]`` of each branch of ``sets`` (``[{name: {"keep",
-    "d_after"}}, ...]``, the masks' and the controls') from one K-sized call: the
-    gradients of every set with a keep-mask that clips something, from the
-    head-input cotangent ``e`` of the step's own gradient (no head product), their
-    updates vmapped and their D after the step one vmapped forward of the
-    minibatch. A keep-mask of all ones has the unmasked update (``d_after`` stays
-    None, filled in from the trajectory); a set where none clips anything adds no
-    work, and when no set does the step runs no branch work."""
-    names = [
-        (k, name)
-        for k, out in enumerate(sets)
-        if not all(np.all(b["keep"] == 1.0) for b in out.values())
-        for name in out
-    ]
-    if not names:
-        return sets
-    keeps = np.stack([sets[k][name]["keep"] for k, name in names])
-    grads = fp.grads_from(trainable, step, e, keeps)
+def _keep_branches(fp, trainable, opt_state, step, e, keeps, names, out):
+    """Fills ``out[name]["d_after"]`` for each of ``names`` whose keep-mask clips
+    something: their gradients as one K-sized call from the head-input cotangent
+    ``e`` of the step's own gradient (no head product), their updates vmapped and
+    their D after the step one vmapped forward. A keep-mask of all ones has the
+    unmasked update (``d_after`` stays None, filled in from the trajectory); when
+    none clips anything the step runs no branch work."""
+    if all(np.all(keeps[k] == 1.0) for k in names):
+        return out
+    grads = fp.grads_from(trainable, step, e, np.stack([keeps[k] for k in names]))
     news = fp.update_many(trainable, opt_state, grads)
     afters = fp.minibatch_divergences(news, step)
-    for i, (k, name) in enumerate(names):
-        if not np.all(keeps[i] == 1.0):
-            sets[k][name]["d_after"] = afters[i]
-    return sets
+    for i, name in enumerate(names):
+        if not np.all(keeps[name] == 1.0):
+            out[name]["d_after"] = afters[i]
+    return out
+
+
+def _fast_masks(fp, trainable, opt_state, step, e, sub, delta):
+    """The three masks' branches (:func:`_keep_branches`; the ``none`` branch is
+    the trajectory's)."""
+    keeps = _keeps(sub, delta)
+    out = {name: {"keep": keeps[name], "d_after": None} for name in MASKS}
+    return _keep_branches(fp, trainable, opt_state, step, e, keeps, MASKS[1:], out)
+
+
+def _fast_controls(fp, trainable, opt_state, step, e, sub, ckeep, delta, rng):
+    """The three matched controls' branches (:mod:`._matched`) from the step's
+    state, like :func:`_fast_masks`."""
+    from theorycheck.probes._matched import CONTROLS, matched_keeps
+
+    keeps = matched_keeps(sub, ckeep, delta, rng)
+    out = {name: {"keep": keeps[name], "d_after": None} for name in CONTROLS}
+    return _keep_branches(fp, trainable, opt_state, step, e, keeps, CONTROLS, out)
 
 
 def _branches(fp, s, rec, delta, rng):
-    """The step's mask branches (the ``none`` branch is the trajectory's) and,
-    with ``rng``, its three matched controls (:mod:`._matched`: keep-masks
-    :func:`~._matched.matched_keeps` of the step's rows and coupled keep-mask),
-    evaluated together (:func:`_keep_branches`)."""
-    from theorycheck.probes._matched import matched_keeps
-
+    """The step's mask branches and, with ``rng``, its matched controls."""
     sub = {k: rec[k][s.rows] for k in _MASK_INPUTS}
-    keeps = _keeps(sub, delta)
-    sets = [{name: {"keep": keeps[name], "d_after": None} for name in MASKS[1:]}]
+    args = (fp, s.trainable, s.opt_state, s.step, s.value)
+    rec["masks"] = fp.clock("masks", _fast_masks, *args, sub, delta)
     if rng is not None:
-        ckeeps = matched_keeps(sub, keeps["coupled"], delta, rng)
-        sets.append({k: {"keep": v, "d_after": None} for k, v in ckeeps.items()})
-    args = (fp, s.trainable, s.opt_state, s.step, s.value, sets)
-    fp.clock("masks", _keep_branches, *args)
-    rec["masks"] = {"none": {"keep": keeps["none"], "d_after": None}, **sets[0]}
-    if rng is not None:
-        rec["controls"] = sets[1]
+        ckeep = rec["masks"]["coupled"]["keep"]
+        rec["controls"] = fp.clock(
+            "controls", _fast_controls, *args, sub, ckeep, delta, rng
+        )
 
 
 def _run_fast(trainer, topk, delta, masks, timings, rng=None):
