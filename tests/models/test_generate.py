@@ -192,3 +192,40 @@ def test_decode_blocks_equals_run_blocks_bit_for_bit(family, dtype):
     assert float(jnp.max(jnp.abs(outs[0][2]))) > 0  # the caches were written
     for a, c in zip(*outs):
         np.testing.assert_array_equal(a, c)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_shared_prefill_equals_prefill_of_every_row(tiny, dtype):
+    """generate() prefills each distinct prompt once in float32/float64 and copies
+    its cache to its rows: the same bits (tokens, sampled and top-K log-probs, every
+    log-prob) as prefilling every row (the internal program with one prompt per
+    row), on a batch of repeated, left-padded prompts."""
+    from theorycheck.models import cast_params
+    from theorycheck.models._generate import _generate
+
+    cfg, params = tiny
+    params = cast_params(params, dtype)
+    prompt = np.array([[0, 3, 4, 5], [1, 2, 6, 7], [0, 3, 4, 5], [1, 2, 6, 7]])
+    mask = np.array([[0, 1, 1, 1], [1, 1, 1, 1]] * 2, np.int32)
+    args = (jr.key(5), 6, 0.9, 1.0, 3, True)
+    shared = generate(
+        params,
+        cfg,
+        prompt,
+        key=args[0],
+        max_new_tokens=6,
+        temperature=0.9,
+        topk_logprobs=3,
+        return_full_logprobs=True,
+        prompt_mask=mask,
+    )
+    rows = _generate(
+        params,
+        cfg,
+        jnp.asarray(prompt),
+        jnp.asarray(mask),
+        jnp.arange(4, dtype=jnp.int32),
+        *args,
+    )
+    for a, b in zip(shared, rows):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

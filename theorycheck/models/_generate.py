@@ -8,6 +8,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import jax.random as jr
+import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 from jaxtyping import Float, Int
@@ -19,6 +20,7 @@ from theorycheck.models._transformer import (
     Params,
     check_tokens,
     decode_blocks,
+    distinct_prefixes,
     embed,
     head,
 )
@@ -109,6 +111,7 @@ def _generate(
     config,
     prompt,
     prompt_mask,
+    group,
     key,
     max_new_tokens,
     temperature,
@@ -116,14 +119,17 @@ def _generate(
     topk,
     return_full,
 ):
-    b, t = prompt.shape
+    # prompt, prompt_mask [G, t]: the distinct prompts; row b continues prompt
+    # group[b]. Each prompt is prefilled once and its cache copied to its rows.
+    g, t = prompt.shape
+    b = group.shape[0]
     total = t + max_new_tokens
     dtype = params["embed"].dtype
-    shape = (config.num_layers, b, total, config.num_kv_heads, config.head_dim)
+    shape = (config.num_layers, g, total, config.num_kv_heads, config.head_dim)
     store = cache_storage(dtype)
     cache_k, cache_v = jnp.zeros(shape, store), jnp.zeros(shape, store)
     valid = jnp.concatenate(
-        [prompt_mask.astype(bool), jnp.ones((b, max_new_tokens), bool)], axis=1
+        [prompt_mask.astype(bool), jnp.ones((g, max_new_tokens), bool)], axis=1
     )
     key_index = jnp.arange(total)
     positions = jnp.maximum(jnp.cumsum(prompt_mask, axis=1, dtype=jnp.int32) - 1, 0)
@@ -132,8 +138,9 @@ def _generate(
     x, (cache_k, cache_v) = decode_blocks(
         params["blocks"], config, x, positions, mask, (cache_k, cache_v, 0)
     )
-    logits = head(params, config, x[:, -1:])[:, 0]
-    next_position = positions[:, -1] + 1
+    logits = head(params, config, x[:, -1:])[group, 0]
+    cache_k, cache_v, valid = cache_k[:, group], cache_v[:, group], valid[group]
+    next_position = positions[group, -1] + 1
 
     def step(carry, i):
         logits, cache_k, cache_v, key = carry
@@ -189,7 +196,11 @@ def generate(
     :math:`\operatorname{softmax}(z/\tau)` (greedy when :math:`\tau = 0`), and the
     reported log-probs are :math:`\log\operatorname{softmax}(z/\tau)` over the whole
     vocabulary (:func:`sampling_logprobs`). Generation runs the full length (no stop on
-    end-of-sequence; truncate afterwards).
+    end-of-sequence; truncate afterwards). With float32 or float64 parameters each
+    distinct prompt (with its mask) is prefilled once and its KV cache copied to
+    its rows, the G samples of a GRPO group sharing one prefill (the same bits as
+    prefilling every row: tested); a 16-bit engine prefills every row, because
+    XLA's CPU bfloat16 products round differently at another batch size.
 
     Args:
         params: the parameter pytree.
@@ -247,11 +258,21 @@ def generate(
             f"prompt_mask shape {prompt_mask.shape} differs from "
             f"prompt_tokens shape {prompt.shape}"
         )
+    if jnp.dtype(params["embed"].dtype).itemsize > 2:
+        # each distinct prompt prefilled once: the same bits as row by row in
+        # float32 and float64; XLA's CPU bfloat16 products round differently at
+        # another batch size, so a 16-bit engine prefills every row (its samples
+        # stay those recorded)
+        distinct, distinct_mask, group = distinct_prefixes(prompt, prompt_mask)
+    else:
+        distinct, distinct_mask = prompt, prompt_mask
+        group = np.arange(prompt.shape[0], dtype=np.int32)
     return _generate(
         params,
         config,
-        prompt,
-        prompt_mask,
+        jnp.asarray(distinct),
+        jnp.asarray(distinct_mask),
+        jnp.asarray(group),
         key,
         int(max_new_tokens),
         float(temperature),
