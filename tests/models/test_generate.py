@@ -207,25 +207,32 @@ def test_shared_prefill_equals_prefill_of_every_row(tiny, dtype):
     params = cast_params(params, dtype)
     prompt = np.array([[0, 3, 4, 5], [1, 2, 6, 7], [0, 3, 4, 5], [1, 2, 6, 7]])
     mask = np.array([[0, 1, 1, 1], [1, 1, 1, 1]] * 2, np.int32)
-    args = (jr.key(5), 6, 0.9, 1.0, 3, True)
+    key, n, temperature, top_p, k = jr.key(5), 6, 0.9, 1.0, 3
     shared = generate(
         params,
         cfg,
         prompt,
-        key=args[0],
-        max_new_tokens=6,
-        temperature=0.9,
-        topk_logprobs=3,
+        key=key,
+        max_new_tokens=n,
+        temperature=temperature,
+        top_p=top_p,
+        topk_logprobs=k,
         return_full_logprobs=True,
         prompt_mask=mask,
     )
+    every_row = jnp.arange(len(prompt), dtype=jnp.int32)
     rows = _generate(
         params,
         cfg,
         jnp.asarray(prompt),
         jnp.asarray(mask),
-        jnp.arange(4, dtype=jnp.int32),
-        *args,
+        every_row,
+        key,
+        n,
+        temperature,
+        top_p,
+        k,
+        True,
     )
     for a, b in zip(shared, rows):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -258,11 +258,7 @@ def generate(
             f"prompt_mask shape {prompt_mask.shape} differs from "
             f"prompt_tokens shape {prompt.shape}"
         )
-    if jnp.dtype(params["embed"].dtype).itemsize > 2:
-        # each distinct prompt prefilled once: the same bits as row by row in
-        # float32 and float64; XLA's CPU bfloat16 products round differently at
-        # another batch size, so a 16-bit engine prefills every row (its samples
-        # stay those recorded)
+    if jnp.dtype(params["embed"].dtype).itemsize > 2:  # see the docstring
         distinct, distinct_mask, group = distinct_prefixes(prompt, prompt_mask)
     else:
         distinct, distinct_mask = prompt, prompt_mask
