@@ -35,6 +35,7 @@ import json
 import os
 import platform
 import sys
+import threading
 from importlib import metadata
 from typing import Any
 
@@ -172,11 +173,16 @@ def provenance(config, *, seeds, **extra) -> dict:
     """The one provenance record (``theorycheck.reproduce.provenance``: commit,
     dirty, versions, machine, load average, start) with the seeds, the config and
     ``extra`` (wall time, load average at the end)."""
+    from experiments._allocator import loaded
     from theorycheck.reproduce import provenance as record
 
     out = getattr(config, "out", None)
     return record(
-        seeds=list(seeds), config=dataclasses.asdict(config), outside=out, **extra
+        seeds=list(seeds),
+        config=dataclasses.asdict(config),
+        outside=out,
+        allocator=loaded(),
+        **extra,
     )
 
 
@@ -406,7 +412,9 @@ class RolloutBank:
     ``theorycheck.rl.record``; the file is rewritten atomically when a batch is added
     (a few hundred kB per batch: no vocabulary-sized array). ``write=False``: held in
     memory only (the processes other than process 0 of a ``--distributed`` run, which
-    neither read nor write the file).
+    neither read nor write the file). Thread-safe: a batch may be generated and
+    added by a background thread (:meth:`Context.prefetch`) while a unit reads
+    another.
     """
 
     def __init__(
@@ -420,6 +428,7 @@ class RolloutBank:
         self.path = path or os.path.join(out_dir, "rollouts.npz")
         self.write = write
         self.arrays: dict[str, np.ndarray] = {}
+        self._lock = threading.RLock()
         if write and not fresh and os.path.exists(self.path):
             with np.load(self.path) as z:
                 self.arrays = {k: z[k] for k in z.files}
@@ -431,7 +440,9 @@ class RolloutBank:
     def batches(self) -> set[tuple[int, str]]:
         """The ``(seed, engine)`` pairs held."""
         out = set()
-        for k in self.arrays:
+        with self._lock:
+            keys = list(self.arrays)
+        for k in keys:
             seed, engine, _ = k.split(".", 2)
             out.add((int(seed[len("seed") :]), engine))
         return out
@@ -439,25 +450,27 @@ class RolloutBank:
     def get(self, seed: int, engine: str) -> dict | None:
         """The recorded arrays of one batch (None when absent)."""
         prefix = self.key(seed, engine) + "."
-        rec = {
-            k[len(prefix) :]: v for k, v in self.arrays.items() if k.startswith(prefix)
-        }
+        with self._lock:
+            items = list(self.arrays.items())
+        rec = {k[len(prefix) :]: v for k, v in items if k.startswith(prefix)}
         return rec or None
 
     def put(self, seed: int, engine: str, rec: dict, meta: dict) -> None:
         """Adds a batch (``meta``: small JSON-ready facts, e.g. the prompt draw)."""
         prefix = self.key(seed, engine) + "."
-        for k, v in rec.items():
-            self.arrays[prefix + k] = np.asarray(v)
-        self.arrays[prefix + "meta"] = np.asarray(json.dumps(jsonable(meta)))
-        self._save()
+        with self._lock:
+            for k, v in rec.items():
+                self.arrays[prefix + k] = np.asarray(v)
+            self.arrays[prefix + "meta"] = np.asarray(json.dumps(jsonable(meta)))
+            self._save()
 
     def _save(self) -> None:
         if not self.write:
             return
-        tmp = self.path + ".tmp.npz"
-        np.savez_compressed(tmp, **self.arrays)
-        os.replace(tmp, self.path)
+        with self._lock:
+            tmp = self.path + ".tmp.npz"
+            np.savez_compressed(tmp, **self.arrays)
+            os.replace(tmp, self.path)
 
     def pack(self, batches) -> bytes:
         """The recorded arrays of ``batches`` (``(seed, engine)`` pairs) as the bytes
@@ -465,9 +478,9 @@ class RolloutBank:
         import io
 
         keys = {self.key(s, e) + "." for s, e in batches}
-        chosen = {
-            k: v for k, v in self.arrays.items() if k[: k.rindex(".") + 1] in keys
-        }
+        with self._lock:
+            items = list(self.arrays.items())
+        chosen = {k: v for k, v in items if k[: k.rindex(".") + 1] in keys}
         buf = io.BytesIO()
         np.savez(buf, **chosen)
         return buf.getvalue()
@@ -477,13 +490,14 @@ class RolloutBank:
         import io
 
         added = False
-        for raw in packed:
-            with np.load(io.BytesIO(raw)) as z:
-                for k in z.files:
-                    self.arrays[k] = z[k]
-                    added = True
-        if added:
-            self._save()
+        with self._lock:
+            for raw in packed:
+                with np.load(io.BytesIO(raw)) as z:
+                    for k in z.files:
+                        self.arrays[k] = z[k]
+                        added = True
+            if added:
+                self._save()
 
 
 class Context:
@@ -497,12 +511,26 @@ class Context:
         generate: ``generate(ctx, seed, engine) -> (Rollouts, meta)``, the
             experiment's sampler (dynamic sampling and the like).
         replay: read every batch from ``bank``; generating one is an error.
+
+    In a single-process run the next unit's batch is generated in a background
+    thread while the current unit computes (:meth:`prefetch`, started by
+    :meth:`rollouts` once the current unit's own batch is held; ``upcoming`` names
+    it): generation runs the model token by token and leaves part of the machine's
+    cores idle, which the unit's own work then uses. Each batch is still generated
+    once, by the same function of its seed, so the recorded rollouts are the same.
     """
 
     def __init__(self, cfg, bank: RolloutBank, generate, *, replay: bool = False):
         self.cfg, self.bank, self._generate, self.replay = cfg, bank, generate, replay
         self._model = None
         self._cache: dict = {}
+        #: held while a batch is generated (by :meth:`ensure`, in either thread)
+        self._generating = threading.RLock()
+        self._ahead: threading.Thread | None = None
+        self._closed = False  # set by close(): a background batch is not recorded
+        #: None, or ``(seed, engine)`` of the batch the next unit reads: generated
+        #: in the background by :meth:`rollouts` (set by :func:`run`)
+        self.upcoming: tuple[int, str] | None = None
         #: None, or the message of the error raised where a batch would be
         #: generated (set for the units of a ``--distributed`` run, whose batches
         #: are all generated and shared before they start)
@@ -543,9 +571,11 @@ class Context:
         from theorycheck.rl import from_record
 
         key = (seed, engine, anchor)
+        self.ensure(seed, engine)
+        if self.upcoming is not None and self.upcoming != (seed, engine):
+            self.prefetch(*self.upcoming)
         if key in self._cache:
             return self._cache[key]
-        self.ensure(seed, engine)
         rec = self.bank.get(seed, engine)
         meta = json.loads(str(rec.pop("meta")))
         out = from_record(
@@ -573,9 +603,41 @@ class Context:
             )
         if self.no_generation:
             raise RuntimeError(f"seed {seed} ({engine}): {self.no_generation}")
-        log(f"seed {seed}: rollouts ({engine} engine)")
-        rollouts, meta = self._generate(self, seed, engine)
-        self.bank.put(seed, engine, record(rollouts), meta)
+        with self._generating:  # waits for a background generation of it
+            if self.bank.get(seed, engine) is not None:
+                return
+            log(f"seed {seed}: rollouts ({engine} engine)")
+            rollouts, meta = self._generate(self, seed, engine)
+            if self._closed:  # the run stopped (an error, an interrupt) meanwhile
+                return
+            self.bank.put(seed, engine, record(rollouts), meta)
+
+    def close(self) -> None:
+        """Ends the run's use of this context: a batch still being generated in the
+        background is dropped when it finishes, not recorded (a run interrupted and
+        restarted in the same process never has a stale bank rewrite its file)."""
+        self._closed = True
+
+    def prefetch(self, seed: int, engine: str) -> None:
+        """Starts generating the batch of ``seed`` and ``engine`` in a background
+        thread unless it is held, cannot be generated here (a replay, a
+        ``--distributed`` unit) or a background generation is running. An error
+        there is dropped: the unit that reads the batch generates it again through
+        :meth:`ensure` and raises it itself."""
+        if self.replay or self.no_generation or self.bank.get(seed, engine) is not None:
+            return
+        if self._ahead is not None and self._ahead.is_alive():
+            return
+        _ = self.model  # loaded by the caller's thread, once
+
+        def work():
+            try:
+                self.ensure(seed, engine)
+            except Exception:  # noqa: BLE001 - raised again by the unit that reads it
+                pass
+
+        self._ahead = threading.Thread(target=work, name="rollouts-ahead", daemon=True)
+        self._ahead.start()
 
 
 def bootstrap_ci(values, *, reps: int = 2000, seed: int = 0) -> list | None:
@@ -649,6 +711,10 @@ def main(exp, argv=None) -> int:
     spec = getattr(exp, "__spec__", None)  # run as ``python -m experiments.X``
     name = (spec.name if spec else exp.__name__).rsplit(".", 1)[-1]
     try:
+        if exp.__name__ == "__main__" and argv is None and spec is not None:
+            from experiments import _allocator
+
+            _allocator.reexec(spec.name)  # jemalloc where the machine has it
         cfg, args = parse_config(
             exp.Config,
             argv,
@@ -724,6 +790,7 @@ def run(
     import time
 
     from experiments import _distributed
+    from experiments._allocator import loaded as loaded_allocator
     from theorycheck.reproduce import load_average
 
     dist = _distributed.context()
@@ -747,8 +814,13 @@ def run(
         _share_rollouts(ctx, [by_id[u] for u in todo], dist)
     start, load0, computed = time.time(), load_average(), []
 
+    # single process: the next unit's batch is generated while a unit computes
+    ahead = {a: b for a, b in zip(todo, todo[1:])} if dist.count == 1 else {}
+
     def compute(uid):
         t0 = time.perf_counter()
+        nxt = ahead.get(uid)
+        ctx.upcoming = None if nxt is None else (by_id[nxt].seed, by_id[nxt].engine)
         log(f"{uid}: running")
         result = jsonable(exp.run_unit(ctx, cfg, by_id[uid]))
         files = {k: base64.b64encode(v).decode() for k, v in ctx.outbox.items()}
@@ -762,7 +834,10 @@ def run(
         computed.append(uid)
 
     name = exp.__name__.rsplit(".", 1)[-1]
-    _distributed.run_units(todo, save, compute, dist, progress=name)
+    try:
+        _distributed.run_units(todo, save, compute, dist, progress=name)
+    finally:
+        ctx.close()
     if not dist.writer:
         return 0
     ids = {u.id for u in units}
@@ -777,6 +852,7 @@ def run(
                 "wall_s": round(time.time() - start, 1),
                 "load_average_start": load0,
                 "load_average_end": load_average(),
+                "allocator": loaded_allocator(),
                 **commit(cfg.out),
             }
         )
