@@ -853,6 +853,7 @@ def run(
                 "load_average_start": load0,
                 "load_average_end": load_average(),
                 "allocator": loaded_allocator(),
+                "peak_rss_mb": _peak_rss_mb(),
                 **commit(cfg.out),
             }
         )
@@ -868,6 +869,16 @@ def run(
     write_report(exp, cfg.out, data, store.timings)
     print(os.path.join(cfg.out, "report.md"))
     return 0
+
+
+def _peak_rss_mb() -> float | None:
+    """The process's peak resident memory so far (MB; None where unknown)."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return None
+    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kB on Linux
+    return round(kb / 1024, 1) if sys.platform == "linux" else None
 
 
 def _check_recorded(out_dir: str, units: list, ids: list[str]) -> None:

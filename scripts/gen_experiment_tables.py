@@ -108,6 +108,12 @@ def timing(data: dict) -> str:
         "the end"
         for r in runs
     )
+    # the allocator each invocation ran with (recorded since the jemalloc preload)
+    allocators = sorted({r["allocator"] for r in runs if r.get("allocator")})
+    alloc = f", allocator {' and '.join(allocators)}" if allocators else ""
+    peaks = [r["peak_rss_mb"] for r in runs if r.get("peak_rss_mb")]
+    if peaks:
+        alloc += f", peak RSS {max(peaks) / 1024:.1f} GB"
     # the commits the units were computed at (a run killed before its end records
     # no invocation of its own; its units still record theirs)
     shas = set((data.get("unit_commits") or {}).values()) or {
@@ -122,7 +128,8 @@ def timing(data: dict) -> str:
     return (
         (f"Wall time {wall / 60:.1f} min" if wall else "Wall time not recorded")
         + f" in {len(runs)} invocation(s) on {prov.get('cpu_count')} CPU cores "
-        f"({prov.get('cpu')}) shared with other work, load average {load_avg}; units "
+        f"({prov.get('cpu')}) shared with other work, load average {load_avg}"
+        f"{alloc}; units "
         f"computed at commit `{computed}`, summarized at "
         f"`{(prov.get('commit') or '')[:12]}`"
         + (" with uncommitted changes" if prov.get("dirty") else "")

@@ -3,13 +3,14 @@ each batch generated once, waited for by the unit that reads it, dropped after
 ``close``, never started where a batch cannot be generated; the bank read while a
 batch is added; and a tiny run with it equal to one without it."""
 
+import json
 import threading
 import types
 
 import numpy as np
 import pytest
 
-from experiments import _common, rollout_analysis
+from experiments import _allocator, _common, rollout_analysis
 from tests.experiments._results import assert_same_results
 
 
@@ -160,6 +161,9 @@ def test_a_tiny_run_without_background_generation_is_the_same(tmp_path, monkeypa
     assert rollout_analysis.main([*argv, "--out", str(tmp_path / "seq")]) == 0
     assert "rollouts-ahead" in ahead and set(threads) == {"MainThread"}
     assert len(ahead) == len(threads)
+    run = json.loads((tmp_path / "seq" / "results.json").read_text())["runs"][-1]
+    assert run["peak_rss_mb"] > 0  # the invocation's record: its peak memory
+    assert run["allocator"] == _allocator.loaded()  # and its allocator
     assert_same_results(
         tmp_path / "ahead" / "results.json", tmp_path / "seq" / "results.json"
     )

@@ -8,7 +8,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import jax.random as jr
-import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 from jaxtyping import Float, Int
@@ -196,11 +195,13 @@ def generate(
     :math:`\operatorname{softmax}(z/\tau)` (greedy when :math:`\tau = 0`), and the
     reported log-probs are :math:`\log\operatorname{softmax}(z/\tau)` over the whole
     vocabulary (:func:`sampling_logprobs`). Generation runs the full length (no stop on
-    end-of-sequence; truncate afterwards). With float32 or float64 parameters each
-    distinct prompt (with its mask) is prefilled once and its KV cache copied to
-    its rows, the G samples of a GRPO group sharing one prefill (the same bits as
-    prefilling every row: tested); a 16-bit engine prefills every row, because
-    XLA's CPU bfloat16 products round differently at another batch size.
+    end-of-sequence; truncate afterwards). Each distinct prompt (with its mask) is
+    prefilled once and its KV cache copied to its rows, the G samples of a GRPO
+    group sharing one prefill, as a serving engine's samples of one request share
+    the prompt's cache. In float32 and float64 that is the same bits as prefilling
+    every row (tested); XLA's CPU bfloat16 products round differently at another
+    batch size, so a bfloat16 engine's shared prefill is its own (deterministic)
+    rounding, not a per-row prefill's.
 
     Args:
         params: the parameter pytree.
@@ -258,11 +259,7 @@ def generate(
             f"prompt_mask shape {prompt_mask.shape} differs from "
             f"prompt_tokens shape {prompt.shape}"
         )
-    if jnp.dtype(params["embed"].dtype).itemsize > 2:  # see the docstring
-        distinct, distinct_mask, group = distinct_prefixes(prompt, prompt_mask)
-    else:
-        distinct, distinct_mask = prompt, prompt_mask
-        group = np.arange(prompt.shape[0], dtype=np.int32)
+    distinct, distinct_mask, group = distinct_prefixes(prompt, prompt_mask)
     return _generate(
         params,
         config,
