@@ -456,6 +456,8 @@ def replay_line(data: dict, replay: dict | None) -> str:
     if replay is None:
         return "**Not replayed yet** (no committed `replay/replay.json`)."
     units = replay["units"]
+    if not units:  # every entry pruned with the units it checked
+        return "**Not replayed yet** (no unit of this run in `replay/replay.json`)."
     numbers = sum(r.get("numbers", 0) for r in units.values())
     runs = replay.get("runs") or [replay.get("provenance", {})]
     used = sorted({r.get("run", 0) for r in units.values()})

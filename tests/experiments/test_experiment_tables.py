@@ -307,3 +307,11 @@ def test_the_replay_line_calls_a_cpu_the_runs_only_with_its_instruction_sets():
     line = gen.replay_line({"units": units, "provenance": prov}, replay)
     assert "on X, the run's CPU (commit `111111111111`" in line
     assert "on X, another CPU (commit `222222222222`" in line
+
+
+def test_a_replay_file_without_units_reads_not_replayed():
+    """A replay.json whose entries were all pruned (a fresh run) is no replay: the
+    line says so instead of counting 0 units."""
+    units = {"base/seed0": {"regime": "bf16_engine"}}
+    line = gen.replay_line({"units": units}, {"units": {}, "tol": 1e-6, "runs": []})
+    assert line.startswith("**Not replayed yet**") and "0 of" not in line
