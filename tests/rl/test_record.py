@@ -94,6 +94,23 @@ def test_rescore_is_deterministic(rescore_args):
     np.testing.assert_array_equal(a, b)
 
 
+def test_the_exact_scoring_pass_is_traced_once_per_model_and_temperature(
+    rescore_args,
+):
+    """A second batch of the same model and temperature reuses the jitted exactly
+    rounded pass (no new trace through the interpreter); another temperature builds
+    its own."""
+    from theorycheck.rl import _record
+
+    _record._exact_scorer.cache_clear()
+    for _ in range(2):
+        rescore(*rescore_args, engine_dtype="bfloat16", temperature=1.0)
+    info = _record._exact_scorer.cache_info()
+    assert (info.misses, info.hits) == (1, 1)
+    rescore(*rescore_args, engine_dtype="bfloat16", temperature=0.5)
+    assert _record._exact_scorer.cache_info().misses == 2
+
+
 def test_an_on_policy_trainer_needs_no_anchor(tiny, rollouts_bf16):
     back = from_record(
         tiny,
