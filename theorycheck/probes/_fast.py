@@ -130,7 +130,9 @@ def layout(trainer) -> Layout:
 
 
 class _Rows(NamedTuple):
-    """The per-row inputs of one call (device arrays, ``[b, ...]``)."""
+    """The per-row inputs of one call: the batch's device arrays whole (never
+    copied) and the rows ``take`` and prompts ``present`` that a jitted call reads
+    from them (:func:`_gather`, inside the call)."""
 
     prefix_hidden: jax.Array
     prefix_mask: jax.Array
@@ -141,6 +143,29 @@ class _Rows(NamedTuple):
     behavior_logp: jax.Array
     response_mask: jax.Array
     gids: jax.Array
+    take: jax.Array | None = None
+    present: jax.Array | None = None
+
+
+def _gather(r: _Rows) -> _Rows:
+    """The rows ``r.take`` and prompts ``r.present`` of the whole arrays of ``r``
+    (in a jitted call: the gather is part of its program, so the ``[b, N, V]``
+    anchor of a row subset is never a separate copy; an eager gather per call
+    copied it and dispatched nine gathers from Python)."""
+    if r.take is None:
+        return r
+    t, p = r.take, r.present
+    return _Rows(
+        r.prefix_hidden[p],
+        r.prefix_mask[p],
+        r.hidden[t],
+        r.group,
+        r.sampled[t],
+        r.adv[t],
+        r.behavior_logp[t],
+        r.response_mask[t],
+        r.gids[t],
+    )
 
 
 class _Plan:
@@ -172,17 +197,18 @@ class _Plan:
         )
         local = np.searchsorted(present[: len(np.unique(present))], self.lay.group[idx])
         b = self.trainer.batch
-        take = jnp.asarray(idx)
         return _Rows(
-            self.lay.prefix_hidden[jnp.asarray(present)],
-            self.lay.prefix_mask[jnp.asarray(present)],
-            self.lay.hidden[take],
+            self.lay.prefix_hidden,
+            self.lay.prefix_mask,
+            self.lay.hidden,
             jnp.asarray(local, jnp.int32),
-            b.sampled[take],
-            b.adv[take],
-            b.behavior_logp[take],
-            b.response_mask[take],
-            b.group[take],
+            b.sampled,
+            b.adv,
+            b.behavior_logp,
+            b.response_mask,
+            b.group,
+            jnp.asarray(idx, jnp.int32),
+            jnp.asarray(present, jnp.int32),
         )
 
 
@@ -209,6 +235,7 @@ def _grads(
 ):
     """Minibatch objective and gradient for each keep-mask ``keeps [K, b, N]``
     (the trainer's ``loss_and_grad``, ``theorycheck.rl``; one forward, K pullbacks)."""
+    r = _gather(r)
     weights = reduction_weights(
         r.response_mask, Reduction(reduction), group_ids=r.gids, num_groups=groups
     )
@@ -239,6 +266,7 @@ def _grads_frozen_head(
     one backward, then K pullbacks through the blocks (``e`` is returned so that
     later keep-masks of the same state reuse it, :func:`_grads_from`).
     """
+    r = _gather(r)
     weights = reduction_weights(
         r.response_mask, Reduction(reduction), group_ids=r.gids, num_groups=groups
     )
@@ -264,6 +292,7 @@ def _grads_from(trainable, head_params, r: _Rows, e, keeps, config):
     """``grads [K, ...]`` of keep-masks ``keeps [K, b, N]`` from the head-input
     cotangent ``e`` of the same state (:func:`_grads_frozen_head`): a forward of the
     blocks and K pullbacks, no head product."""
+    r = _gather(r)
     _, pull = jax.vjp(
         lambda tr: _logits(tr, head_params, config, r, features=True), trainable
     )
@@ -327,6 +356,7 @@ def _taylor_through_head(trainable, delta, head_params, r: _Rows, config, w):
 @functools.partial(jax.jit, static_argnames=("config", "topk"))
 def _probe_pass(trainable, delta, head_params, r: _Rows, config, topk):
     """D, g'(0), g''(0) along ``delta`` and the ratio and Ḋ of the primal logits."""
+    r = _gather(r)
     w = _head_matrix(trainable, head_params, config)
     if w is not None:
         z, d0, d1, d2 = _taylor_through_head(
@@ -357,6 +387,7 @@ def _probe_pass(trainable, delta, head_params, r: _Rows, config, topk):
 @functools.partial(jax.jit, static_argnames=("config",))
 def _divergences(stacked, head_params, r: _Rows, config):
     """``[K, b, N]`` D at each of K stacked parameter sets."""
+    r = _gather(r)
 
     def one(tr):
         return kl_rows(r.behavior_logp, _logits(tr, head_params, config, r))

@@ -270,7 +270,9 @@ class Trainer:
             attention_mask=jnp.asarray(amask),
             sampled=jnp.asarray(rollouts.tokens[order]),
             adv=jnp.asarray(np.repeat(self.sequence_adv[:, None], n, 1), dtype),
-            behavior_logp=jnp.zeros((b, n, cfg.vocab_size), dtype),
+            # set below: the anchor, or the policy's own log-probs (which read
+            # the batch's other fields); a [B, N, V] placeholder cost its size
+            behavior_logp=jnp.zeros((b, n, 0), dtype),
             response_mask=jnp.ones((b, n), dtype),
             group=jnp.asarray(rollouts.group[order]),
         )
