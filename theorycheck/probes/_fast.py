@@ -143,8 +143,8 @@ class _Rows(NamedTuple):
     behavior_logp: jax.Array
     response_mask: jax.Array
     gids: jax.Array
-    take: jax.Array | None = None
-    present: jax.Array | None = None
+    take: jax.Array
+    present: jax.Array
 
 
 def _gather(r: _Rows) -> _Rows:
@@ -152,19 +152,16 @@ def _gather(r: _Rows) -> _Rows:
     (in a jitted call: the gather is part of its program, so the ``[b, N, V]``
     anchor of a row subset is never a separate copy; an eager gather per call
     copied it and dispatched nine gathers from Python)."""
-    if r.take is None:
-        return r
     t, p = r.take, r.present
-    return _Rows(
-        r.prefix_hidden[p],
-        r.prefix_mask[p],
-        r.hidden[t],
-        r.group,
-        r.sampled[t],
-        r.adv[t],
-        r.behavior_logp[t],
-        r.response_mask[t],
-        r.gids[t],
+    return r._replace(
+        prefix_hidden=r.prefix_hidden[p],
+        prefix_mask=r.prefix_mask[p],
+        hidden=r.hidden[t],
+        sampled=r.sampled[t],
+        adv=r.adv[t],
+        behavior_logp=r.behavior_logp[t],
+        response_mask=r.response_mask[t],
+        gids=r.gids[t],
     )
 
 
