@@ -17,6 +17,11 @@ allocator does not enter any computed number: XLA aligns its buffers itself (tes
 on two seeds of the default run: the same results and rollouts, bit for bit,
 with either).
 
+Between units the run loop calls :func:`release`, which purges jemalloc's arenas:
+the freed pages go back to the system once per unit (each unit's first temporaries
+fault their pages again), so what the process keeps is one unit's most, not the
+most of every unit before it.
+
 ``python -m experiments.<name>`` re-executes itself once with ``LD_PRELOAD`` set
 (:func:`environment`) when the dynamic loader finds ``libjemalloc.so`` (Debian and
 Ubuntu: ``apt install libjemalloc2``) and it is not loaded yet;
@@ -76,3 +81,22 @@ def reexec(module: str) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os.execve(sys.executable, [sys.executable, "-m", module, *sys.argv[1:]], env)
+
+
+#: jemalloc's MALLCTL_ARENAS_ALL: ``arena.<i>.purge`` with it purges every arena
+_ALL_ARENAS = 4096
+
+
+def release() -> bool:
+    """Returns the pages jemalloc holds freed to the system: this thread's cache is
+    flushed, then every arena's dirty and muzzy pages are purged
+    (``mallctl("arena.4096.purge")``). True when done; False, doing nothing, when
+    the process runs another allocator (no ``mallctl`` symbol)."""
+    mallctl = getattr(ctypes.CDLL(None), "mallctl", None)
+    if mallctl is None:
+        return False
+    mallctl.argtypes = [ctypes.c_char_p, *[ctypes.c_void_p] * 3, ctypes.c_size_t]
+    mallctl.restype = ctypes.c_int
+    flushed = mallctl(b"thread.tcache.flush", None, None, None, 0)
+    purged = mallctl(f"arena.{_ALL_ARENAS}.purge".encode(), None, None, None, 0)
+    return flushed == 0 and purged == 0

@@ -791,6 +791,7 @@ def run(
 
     from experiments import _distributed
     from experiments._allocator import loaded as loaded_allocator
+    from experiments._allocator import release as release_memory
     from theorycheck.reproduce import load_average
 
     dist = _distributed.context()
@@ -825,6 +826,7 @@ def run(
         result = jsonable(exp.run_unit(ctx, cfg, by_id[uid]))
         files = {k: base64.b64encode(v).decode() for k, v in ctx.outbox.items()}
         ctx.outbox.clear()
+        release_memory()  # one unit's most is what the process keeps
         return {"result": result, "seconds": time.perf_counter() - t0, "files": files}
 
     def save(uid, payload):

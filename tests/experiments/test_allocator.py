@@ -86,3 +86,52 @@ def test_the_command_line_runs_with_jemalloc_where_the_machine_has_it(tmp_path):
     assert _provenance_allocator(tmp_path) == ("jemalloc" if have else "system")
     chosen = _provenance_allocator(tmp_path, THEORYCHECK_ALLOCATOR="system")
     assert chosen == "system"
+
+
+def test_release_does_nothing_under_the_system_allocator():
+    if _allocator.loaded() == "jemalloc":
+        pytest.skip("this process runs jemalloc")
+    assert _allocator.release() is False
+
+
+_HELD = """
+import numpy as np
+from experiments import _allocator
+
+def rss_mb():
+    with open("/proc/self/status") as f:
+        line = next(x for x in f if x.startswith("VmRSS"))
+    return int(line.split()[1]) // 1024
+
+held = [np.ones(25_000_000) for _ in range(4)]  # 800 MB
+del held
+kept = rss_mb()
+done = _allocator.release()
+print(kept, rss_mb(), done)
+"""
+
+
+@pytest.mark.skipif(
+    sys.platform != "linux" or ctypes.util.find_library("jemalloc") is None,
+    reason="needs libjemalloc (Linux)",
+)
+def test_release_returns_the_pages_jemalloc_kept():
+    """With decay off jemalloc keeps 800 MB of freed arrays; release() gives them
+    back to the system."""
+    run = subprocess.run(
+        [sys.executable, "-c", _HELD],
+        cwd=ROOT,
+        env={
+            **_clean(os.environ),
+            "PYTHONPATH": str(ROOT),
+            **_allocator.environment({}, ctypes.util.find_library("jemalloc")),
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    kept, after, done = run.stdout.split()
+    assert done == "True"
+    assert int(kept) > 700, run.stdout  # freed, and still resident
+    assert int(after) < int(kept) - 700, run.stdout
