@@ -49,8 +49,8 @@ _LIMIT = _map_limit()
 def _bounded_executables():
     """Drop JAX's compiled programs when the process nears its mapping limit.
 
-    Each XLA:CPU executable maps its code and data sections separately (about 17
-    mappings for a small program), and every ``jax.jit`` keeps its executables alive
+    Each XLA:CPU executable maps its code and data sections separately (several
+    mappings per program), and every ``jax.jit`` keeps its executables alive
     for the life of the process. An xdist worker runs a thousand tests and compiles
     a few thousand programs, which reaches Linux's ``vm.max_map_count`` (65,530 by
     default): LLVM's JIT linker then cannot map a section and aborts the worker
