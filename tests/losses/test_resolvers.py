@@ -136,6 +136,7 @@ def test_removed_options_fail_at_startup_on_new_verl_only(tmp_path):
     assert "'geometric'" in fails and "rollout_rs_threshold_lower" in fails
     assert "rollout_token_veto_threshold" in fails
     assert any("fails at startup on verl 1dda039" in t for t in now["traps"])
+    assert now["corrections"] == []
     old = _verl(tmp_path, *dead, version="verl@v0.7.0")
     assert old["fails_at_startup"] == []
     assert old["corrections"][0]["correction"] == "geo_mask_sequence"
@@ -169,7 +170,7 @@ def test_advantage_entropy_and_kl_are_read(tmp_path):
     }
 
 
-# --- SkyRL -----------------------------------------------------------------------------
+# --- SkyRL ---
 A = "trainer.algorithm."
 
 
@@ -228,7 +229,7 @@ def test_skyrl_dr_grpo_needs_max_seq_len(tmp_path):
         _sky(tmp_path, A + "eps_clip_low=.nan")
 
 
-# --- Miles -----------------------------------------------------------------------------
+# --- Miles ---
 def _miles(tmp_path, text, *overrides):
     f = tmp_path / "run.sh"
     f.write_text(text)

@@ -177,7 +177,7 @@ def _param_text(r) -> str:
             parts.append("no lower clip")
         else:
             parts.append(f"{k}={v:g}")
-    return ", ".join(parts)
+    return ", ".join(parts) or "no parameters"
 
 
 def render_config(report: dict) -> str:

@@ -144,7 +144,27 @@ def _load(path, overrides, fw):
     ``key=value`` overrides."""
     if fw == "miles" or (fw is None and _resolve_miles.is_flag_file(path)):
         return "miles", _resolve_miles.load_flags(path, overrides)
-    return fw, _flatten(load_config(path, overrides))
+    import yaml
+
+    try:
+        return fw, _flatten(load_config(path, overrides))
+    except yaml.YAMLError:  # a value OmegaConf parses as YAML; name the override
+        raise BadInput(
+            f"override {_bad_override(overrides)!r}: not valid YAML"
+        ) from None
+
+
+def _bad_override(overrides):
+    """The first ``key=value`` whose value OmegaConf cannot parse."""
+    import yaml
+    from omegaconf import OmegaConf
+
+    for o in overrides:
+        try:
+            OmegaConf.from_dotlist([o.lstrip("+")])
+        except yaml.YAMLError:
+            return o
+    return ",".join(overrides)
 
 
 def resolve_config(

@@ -471,6 +471,8 @@ def _rs_corrections(cfg, ver, fails, traps):
     if ver.rs is _RS_OLD:
         return _rs_old(cfg, str(rs).strip())
     opts = list(dict.fromkeys(o.strip() for o in str(rs).split(",") if o.strip()))
+    if not set(opts) <= ver.rs:
+        return []  # reported by _check_version: verl refuses the config
     spec = cfg[_RC + "rollout_rs_threshold"]
     if absent(spec):
         fails.append("rollout_rs is set but rollout_rs_threshold is null (verl raises)")
