@@ -45,7 +45,7 @@ QUESTIONS = (
     (
         "verl #4852: a rejection mask and the denominator",
         "conventions --config examples/configs/verl_dr_grpo.yaml",
-        ("## Traps", "- k1 rejection"),
+        ("## Traps", "- rollout_rs multiplies"),
     ),
     (
         "TRL #5619: DAPO and gradient accumulation",
