@@ -55,6 +55,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PNG",
         help="also save a bar chart of the gated shares (.png, .pdf or .svg)",
     )
+    # --- corrections and reductions applied ---
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a trainer config (verl, TRL, SkyRL, Miles, as for conventions "
+        "--config): apply its corrections and reduction to the batch and report the "
+        "per-token weights",
+    )
+    parser.add_argument(
+        "--framework",
+        metavar="NAME[@VERSION]",
+        help="the config's trainer and version (default: detected, newest)",
+    )
+    parser.add_argument(
+        "--apply",
+        action="append",
+        default=[],
+        metavar="CORRECTION[:KEY=VALUE,...]",
+        help="a correction to apply with its parameters, e.g. icepop:low=0.5,high=5 "
+        "(repeatable; with or instead of --config)",
+    )
+    parser.add_argument(
+        "--reduction",
+        metavar="MODE",
+        help="the reduction without --config (token_mean, seq_mean_token_mean, "
+        "seq_mean_token_sum, seq_mean_token_sum_norm, token_sum, prompt_mean, "
+        "sample_mean, vl_norm; default token_mean)",
+    )
+    parser.add_argument(
+        "--weights-plot",
+        metavar="PNG",
+        help="save a histogram of the per-token weights (.png, .pdf or .svg)",
+    )
+    # --- end corrections and reductions applied ---
 
 
 def _overrides(items, rules):
@@ -154,6 +188,134 @@ def _corrections_markdown(report: dict) -> list[str]:
 # --- end off-policy corrections ---
 
 
+# --- corrections and reductions applied ---
+def _parse_apply(item: str) -> dict:
+    from theorycheck._errors import BadInput
+    from theorycheck.losses._resolve_common import parse_number
+
+    name, _, rest = item.partition(":")
+    params = {}
+    for kv in filter(None, rest.split(",")):
+        key, eq, value = kv.partition("=")
+        if not eq:
+            raise BadInput(f"--apply {item!r}: expected CORRECTION:KEY=VALUE,...")
+        text = value.strip()
+        if key in ("estimator", "level"):
+            params[key] = text
+        else:
+            params[key] = parse_number(f"--apply {name}.{key}", text)
+    shown = ", ".join(
+        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items()
+    )
+    text = f"{name.strip()}({shown})"
+    return {"correction": name.strip(), "params": params, "applied": True, "text": text}
+
+
+def _reduction_of(args, resolved):
+    from theorycheck._errors import BadInput
+    from theorycheck.losses import Reduction
+    from theorycheck.losses._audit_weights import vl_norm
+    from theorycheck.losses._reductions import MODES
+
+    if args.reduction is None and resolved is not None:
+        return resolved["reduction_object"], resolved["reduction_name"]
+    mode = args.reduction or "token_mean"
+    if mode == "vl_norm":
+        return vl_norm, "vl_norm"
+    if mode not in MODES:
+        raise BadInput(
+            f"--reduction {mode!r}: expected one of {', '.join(MODES)}, vl_norm"
+        )
+    return Reduction(mode, count_empty=True), mode
+
+
+def _applied(args, batch) -> dict:
+    import dataclasses
+
+    from theorycheck._errors import BadInput
+    from theorycheck.commands._output import check_output_path
+    from theorycheck.losses._audit_weights import apply_to_batch, save_weight_figure
+
+    if args.weights_plot is not None:
+        check_output_path("--weights-plot", args.weights_plot, PLOT_SUFFIXES)
+    resolved = None
+    corrections = [_parse_apply(a) for a in args.apply]
+    if args.config is not None:
+        from theorycheck.losses._config import RESOLVERS, _load, _pick
+
+        fw, ver = _pick(None, args.framework, None)
+        fw, flat = _load(args.config, (), fw)
+        fw, ver = (fw, ver) if ver else _pick(flat, fw, None)
+        resolved = RESOLVERS[fw].resolve(flat, ver)
+        resolved["reduction_object"] = dataclasses.replace(
+            resolved["reduction"], micro_batch_size=None
+        )
+        corrections = resolved["corrections"] + corrections
+    reduction, name = _reduction_of(args, resolved)
+    try:
+        out = apply_to_batch(batch, corrections, reduction)
+    except TypeError as err:  # a parameter the correction does not take
+        raise BadInput(f"--apply / --config corrections: {err}") from None
+    if args.weights_plot is not None:
+        save_weight_figure(out, batch, args.weights_plot, Path(args.batch).name)
+    out.pop("weights")
+    return {
+        "config": args.config,
+        "framework": None if resolved is None else f"{ver}",
+        "reduction": name,
+        "corrections_requested": [c.get("text", c["correction"]) for c in corrections],
+        "weights_plot": args.weights_plot,
+        **out,
+    }
+
+
+def _pct(x) -> str:
+    return f"{100 * x:.2f}%"
+
+
+def _applied_markdown(a: dict) -> list[str]:
+    q = a["weight_quantiles"]
+    lines = [
+        f"Applied ({a['framework'] or 'no config'}; reduction {a['reduction']}): "
+        f"{'; '.join(a['corrections_requested']) or 'no correction'}",
+        "",
+        f"Rejected tokens {_pct(a['rejected_token_share'])}, clipped "
+        f"{_pct(a['clipped_token_share'])}, effective loss scale "
+        f"{a['effective_loss_scale']:.4g}; per-token weight min {q['min']:.3g}, "
+        f"median {q['median']:.3g}, p99 {q['p99']:.3g}, max {q['max']:.3g}",
+        "",
+        "| correction | rejected tokens | clipped tokens | rejected responses | "
+        "mean weight |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {c['correction']} | {_pct(c['rejected_token_share'])} | "
+        f"{_pct(c['clipped_token_share'])} | {_pct(c['rejected_sequence_share'])} | "
+        f"{c['mean_weight']:.4g} |"
+        for c in a["corrections"]
+    ]
+    for key, label in (("by_length", "length"), ("by_mismatch", "mean |log r|")):
+        lines += [
+            "",
+            f"| {label} | responses | rejected | clipped | weight share | "
+            "uncorrected share |",
+            "|---|---|---|---|---|---|",
+        ]
+        bin_key = "length" if key == "by_length" else "mean_abs_log_ratio"
+        lines += [
+            f"| {r[bin_key][0]:.3g}–{r[bin_key][1]:.3g} | {r['responses']} | "
+            f"{_pct(r['rejected_token_share'])} | {_pct(r['clipped_token_share'])} "
+            f"| {_pct(r['weight_share'])} | {_pct(r['uncorrected_weight_share'])} |"
+            for r in a[key]
+        ]
+    if a["not_applied"]:
+        lines += ["", f"Computed, not applied: {', '.join(a['not_applied'])}"]
+    return lines
+
+
+# --- end corrections and reductions applied ---
+
+
 def save_plot(report: dict, path: str) -> None:
     """Bar chart of the gated shares, written atomically (no half-written file)."""
     import matplotlib
@@ -233,10 +395,16 @@ def run(args: argparse.Namespace) -> int:
     }
     if args.plot is not None:
         save_plot(report, args.plot)
+    # --- corrections and reductions applied ---
+    if args.config or args.apply or args.reduction or args.weights_plot:
+        report["applied"] = _applied(args, batch)
+    # --- end corrections and reductions applied ---
     if args.json:
         emit_json(report)
     else:
         print(render_markdown(report))
+        if "applied" in report:
+            print("\n" + "\n".join(_applied_markdown(report["applied"])))
         if args.plot:
             print(f"\nplot: {args.plot}")
     return 0
