@@ -189,69 +189,29 @@ def _corrections_markdown(report: dict) -> list[str]:
 
 
 # --- corrections and reductions applied ---
-def _parse_apply(item: str) -> dict:
-    from theorycheck._errors import BadInput
-    from theorycheck.losses._resolve_common import parse_number
-
-    name, _, rest = item.partition(":")
-    params = {}
-    for kv in filter(None, rest.split(",")):
-        key, eq, value = kv.partition("=")
-        if not eq:
-            raise BadInput(f"--apply {item!r}: expected CORRECTION:KEY=VALUE,...")
-        text = value.strip()
-        if key in ("estimator", "level"):
-            params[key] = text
-        else:
-            params[key] = parse_number(f"--apply {name}.{key}", text)
-    shown = ", ".join(
-        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items()
-    )
-    text = f"{name.strip()}({shown})"
-    return {"correction": name.strip(), "params": params, "applied": True, "text": text}
-
-
-def _reduction_of(args, resolved):
-    from theorycheck._errors import BadInput
-    from theorycheck.losses import Reduction
-    from theorycheck.losses._audit_weights import vl_norm
-    from theorycheck.losses._reductions import MODES
-
-    if args.reduction is None and resolved is not None:
-        return resolved["reduction_object"], resolved["reduction_name"]
-    mode = args.reduction or "token_mean"
-    if mode == "vl_norm":
-        return vl_norm, "vl_norm"
-    if mode not in MODES:
-        raise BadInput(
-            f"--reduction {mode!r}: expected one of {', '.join(MODES)}, vl_norm"
-        )
-    return Reduction(mode, count_empty=True), mode
-
-
 def _applied(args, batch) -> dict:
-    import dataclasses
-
     from theorycheck._errors import BadInput
     from theorycheck.commands._output import check_output_path
-    from theorycheck.losses._audit_weights import apply_to_batch, save_weight_figure
+    from theorycheck.losses import (
+        apply_to_batch,
+        config_corrections,
+        parse_correction,
+        reduction_by_name,
+        save_weight_figure,
+    )
 
     if args.weights_plot is not None:
         check_output_path("--weights-plot", args.weights_plot, PLOT_SUFFIXES)
-    resolved = None
-    corrections = [_parse_apply(a) for a in args.apply]
-    if args.config is not None:
-        from theorycheck.losses._config import RESOLVERS, _load, _pick
-
-        fw, ver = _pick(None, args.framework, None)
-        fw, flat = _load(args.config, (), fw)
-        fw, ver = (fw, ver) if ver else _pick(flat, fw, None)
-        resolved = RESOLVERS[fw].resolve(flat, ver)
-        resolved["reduction_object"] = dataclasses.replace(
-            resolved["reduction"], micro_batch_size=None
-        )
-        corrections = resolved["corrections"] + corrections
-    reduction, name = _reduction_of(args, resolved)
+    extra = [parse_correction(a, flag="--apply") for a in args.apply]
+    resolved = (
+        None if args.config is None else config_corrections(args.config, args.framework)
+    )
+    corrections = ([] if resolved is None else resolved["corrections"]) + extra
+    if args.reduction is None and resolved is not None:
+        reduction, name = resolved["reduction"], resolved["reduction_name"]
+    else:
+        name = args.reduction or "token_mean"
+        reduction = reduction_by_name(name, flag="--reduction")
     try:
         out = apply_to_batch(batch, corrections, reduction)
     except TypeError as err:  # a parameter the correction does not take
@@ -261,7 +221,7 @@ def _applied(args, batch) -> dict:
     out.pop("weights")
     return {
         "config": args.config,
-        "framework": None if resolved is None else f"{ver}",
+        "framework": None if resolved is None else resolved["version"],
         "reduction": name,
         "corrections_requested": [c.get("text", c["correction"]) for c in corrections],
         "weights_plot": args.weights_plot,
@@ -294,7 +254,7 @@ def _applied_markdown(a: dict) -> list[str]:
         f"{c['mean_weight']:.4g} |"
         for c in a["corrections"]
     ]
-    for key, label in (("by_length", "length"), ("by_mismatch", "mean |log r|")):
+    for key, label in (("by_length", "length"), ("by_mismatch", "mean abs log r")):
         lines += [
             "",
             f"| {label} | responses | rejected | clipped | weight share | "

@@ -20,7 +20,14 @@ from theorycheck.losses._audit import (
     synthetic_batch,
     validate_batch,
 )
-from theorycheck.losses._config import VERSIONS, resolve_config
+from theorycheck.losses._audit_weights import (
+    apply_to_batch,
+    parse_correction,
+    reduction_by_name,
+    save_weight_figure,
+    vl_norm,
+)
+from theorycheck.losses._config import VERSIONS, config_corrections, resolve_config
 from theorycheck.losses._conventions import check_batch_shape, conventions_report
 from theorycheck.losses._corrections import (
     CORRECTIONS,
@@ -90,6 +97,11 @@ __all__ = [
     "Reduction",
     "audit_batch",
     "audit_corrections",
+    "apply_to_batch",
+    "config_corrections",
+    "parse_correction",
+    "reduction_by_name",
+    "save_weight_figure",
     "check_corrections",
     "check_rule_value",
     "check_rules",
@@ -104,6 +116,7 @@ __all__ = [
     "parse_assignments",
     "reduction_weights",
     "resolve_config",
+    "vl_norm",
     "resolve_params",
     "rloo_advantages",
     "sequence_gradient_norms",

@@ -25,7 +25,8 @@ import numpy as np
 
 from theorycheck._errors import BadInput
 from theorycheck.losses._corrections import CORRECTIONS, combine
-from theorycheck.losses._reductions import Reduction, reduction_weights
+from theorycheck.losses._reductions import MODES, Reduction, reduction_weights
+from theorycheck.losses._resolve_common import parse_number
 
 
 def vl_norm(mask, lengths, group_ids):
@@ -41,6 +42,41 @@ def vl_norm(mask, lengths, group_ids):
     if total == 0:
         return np.zeros_like(mask)
     return mask * (inv / total)[:, None] / np.maximum(lengths, 1)[:, None]
+
+
+def parse_correction(item: str, *, flag: str = "correction") -> dict:
+    """``NAME[:KEY=VALUE,...]`` -> a correction spec (numbers checked finite).
+
+    Raises:
+        BadInput: naming ``flag`` and the item or key.
+    """
+    name, _, rest = item.partition(":")
+    params = {}
+    for kv in filter(None, rest.split(",")):
+        key, eq, value = kv.partition("=")
+        if not eq:
+            raise BadInput(f"{flag} {item!r}: expected CORRECTION:KEY=VALUE,...")
+        text = value.strip()
+        textual = key in ("estimator", "level")
+        params[key] = text if textual else parse_number(f"{flag} {name}.{key}", text)
+    shown = ", ".join(
+        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items()
+    )
+    return {
+        "correction": name.strip(),
+        "params": params,
+        "applied": True,
+        "text": f"{name.strip()}({shown})",
+    }
+
+
+def reduction_by_name(name: str, *, flag: str = "reduction"):
+    """A reduction mode (empty responses counted) or ``vl_norm``."""
+    if name == "vl_norm":
+        return vl_norm
+    if name not in MODES:
+        raise BadInput(f"{flag} {name!r}: expected one of {', '.join(MODES)}, vl_norm")
+    return Reduction(name, count_empty=True)
 
 
 def _one(spec, x, m):

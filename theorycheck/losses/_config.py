@@ -221,3 +221,25 @@ def resolve_config(
         "not_interpreted": skipped,
         "per_token_weight": weights,
     }
+
+
+def config_corrections(path, framework=None) -> dict:
+    """A config's corrections and reduction, for applying to a batch.
+
+    Returns:
+        ``{"version", "corrections", "reduction" (micro-batches ignored),
+        "reduction_name"}``.
+    """
+    import dataclasses
+
+    fw, ver = _pick(None, framework, None)
+    fw, flat = _load(path, (), fw)
+    if ver is None:
+        fw, ver = _pick(flat, fw, None)
+    out = RESOLVERS[fw].resolve(flat, ver)
+    return {
+        "version": ver,
+        "corrections": out["corrections"],
+        "reduction": dataclasses.replace(out["reduction"], micro_batch_size=None),
+        "reduction_name": out["reduction_name"],
+    }
