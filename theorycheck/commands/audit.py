@@ -197,7 +197,6 @@ def _applied(args, batch) -> dict:
         config_corrections,
         parse_correction,
         reduction_by_name,
-        save_weight_figure,
     )
 
     if args.weights_plot is not None:
@@ -295,6 +294,13 @@ def save_plot(report: dict, path: str) -> None:
     )
     for i, v in enumerate(shares):
         ax.text(i, v, f"{v:.1f}", ha="center", va="bottom", fontsize=8)
+    _write_figure(fig, path)
+
+
+def _write_figure(fig, path: str) -> None:
+    """``fig`` saved to ``path`` atomically (no half-written file), then closed."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     target = Path(path)
     fd, tmp = tempfile.mkstemp(suffix=target.suffix or ".png", dir=target.parent)
@@ -306,6 +312,33 @@ def save_plot(report: dict, path: str) -> None:
         plt.close(fig)
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def save_weight_figure(result: dict, batch: dict, path: str, title: str) -> None:
+    """Histogram of the per-token weights (valid tokens, log scale), the tokens at
+    weight 0 counted in the title."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    w = result["weights"][batch["mask"] > 0]
+    pos = w[w > 0]
+    fig, ax = plt.subplots(figsize=(6, 3.4))
+    if pos.size:
+        lo, hi = np.log10(pos.min()), np.log10(pos.max())
+        edges = np.logspace(lo - 0.05, hi + 0.05, 40) if hi > lo else 10
+        ax.hist(pos, bins=edges, color="#4c72b0")
+        ax.set_xscale("log")
+    ax.set_xlabel("per-token weight (correction x reduction)")
+    ax.set_ylabel("tokens")
+    ax.set_title(
+        f"{title}: {int((w == 0).sum())} of {w.size} tokens at weight 0, "
+        f"loss scale {result['effective_loss_scale']:.3g}",
+        fontsize=9,
+    )
+    _write_figure(fig, path)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,7 +24,6 @@ from theorycheck.losses._audit_weights import (
     apply_to_batch,
     parse_correction,
     reduction_by_name,
-    save_weight_figure,
     vl_norm,
 )
 from theorycheck.losses._config import VERSIONS, config_corrections, resolve_config
@@ -101,7 +100,6 @@ __all__ = [
     "config_corrections",
     "parse_correction",
     "reduction_by_name",
-    "save_weight_figure",
     "check_corrections",
     "check_rule_value",
     "check_rules",

@@ -109,3 +109,48 @@ def settle(flat, read, reasons, default_reason):
     for k in sorted(set(flat) - set(read)):
         out[k] = next((why for p, why in reasons if k.startswith(p)), default_reason)
     return out
+
+
+def single_version(framework: str, commit: str, description: str):
+    """``(VERSIONS, DEFAULT, version_of)`` of a trainer known at one commit."""
+    name = f"{framework}@{commit}"
+
+    def version_of(spec: str) -> str:
+        if spec.strip()[:7] == commit:
+            return name
+        raise BadInput(
+            f"{framework} version {spec!r}: unknown; known: {commit} ({description})"
+        )
+
+    version_of.__doc__ = f"``{commit}`` (or a longer prefix) -> ``{name}``."
+    return {name: description}, name, version_of
+
+
+def entry(name, params, note="", *, applied=True):
+    """One correction as the resolvers report it: registry name, parameters,
+    whether it is applied, and a line of text."""
+    shown = ", ".join(f"{k}={v:g}" for k, v in params.items())
+    return {
+        "correction": name,
+        "params": params,
+        "applied": applied,
+        "text": f"{name}({shown})" + (f" ({note})" if note else ""),
+    }
+
+
+def kl_term(coef, kind, reduction=None, note=""):
+    """The KL-to-reference term's line."""
+    text = f"+ {coef:g} x {kind} KL to the reference, per token"
+    text += f", reduced by {reduction}" if reduction else ""
+    return text + (f" ({note})" if note else "")
+
+
+def entropy_term(coef):
+    """The entropy bonus's line."""
+    return f"- {coef:g} x entropy, per token"
+
+
+def opsm(delta):
+    """Off-policy sequence masking (TRL ``off_policy_mask_threshold``, Miles
+    ``--use-opsm``): a sequence with A < 0 and mean KL > delta is masked."""
+    return entry("opsm", {"delta": delta}, "sequences with A<0 and mean KL > delta")

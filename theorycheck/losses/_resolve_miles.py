@@ -16,11 +16,18 @@ from pathlib import Path
 from theorycheck._errors import BadInput
 from theorycheck.losses._presets import A_OLD, A_ROLLOUT, V_MILES
 from theorycheck.losses._reductions import Reduction
-from theorycheck.losses._resolve_common import number, settle
+from theorycheck.losses._resolve_common import (
+    entropy_term,
+    entry,
+    kl_term,
+    number,
+    opsm,
+    settle,
+    single_version,
+)
 
 FRAMEWORK = "miles"
-VERSIONS = {"miles@31f1ca9": V_MILES}
-DEFAULT = "miles@31f1ca9"
+VERSIONS, DEFAULT, version_of = single_version(FRAMEWORK, "31f1ca9", V_MILES)
 
 #: flags that take no value (store_true / store_false in arguments.py).
 SWITCHES = frozenset(
@@ -68,13 +75,6 @@ _WHY = (
     ("use-wandb", "logging"),
     ("wandb-", "logging"),
 )
-
-
-def version_of(spec: str) -> str:
-    """``31f1ca9`` (or a longer prefix) -> ``miles@31f1ca9``."""
-    if spec.strip()[:7] == "31f1ca9":
-        return DEFAULT
-    raise BadInput(f"miles version {spec!r}: unknown; known: 31f1ca9 ({V_MILES})")
 
 
 def looks_like(flat) -> bool:
@@ -166,16 +166,7 @@ def _corrections(cfg, traps, fails):
             "counts in its sample's length and the batch size"
         )
     if _on(cfg, "use-opsm"):
-        delta = number(cfg, "opsm-delta", positive=True)
-        out.append(
-            {
-                "correction": "opsm",
-                "params": {"delta": delta},
-                "applied": True,
-                "text": f"opsm(delta={delta:g}): sequences with A<0 and mean KL > "
-                "delta masked",
-            }
-        )
+        out.append(opsm(number(cfg, "opsm-delta", positive=True)))
     if _on(cfg, "use-rollout-logprobs") and _on(cfg, "use-tis"):
         fails.append("--use-rollout-logprobs with --use-tis (Miles asserts)")
     if _on(cfg, "get-mismatch-metrics") and cfg["custom-tis-function-path"] is None:
@@ -194,14 +185,11 @@ def _tis(cfg):
         }
     cap = number(cfg, "tis-clip", positive=True)
     low = number(cfg, "tis-clip-low")
-    params = {"cap": cap} if not low else {"low": low, "high": cap}
-    name = "tis_token" if not low else "tis_token_clamped"
-    text = (
-        f"tis_token(cap={cap:g})"
-        if not low
-        else f"clamp(rho, {low:g}, {cap:g}) per token (a floor as well as a cap)"
+    if not low:
+        return entry("tis_token", {"cap": cap})
+    return entry(
+        "tis_token_clamped", {"low": low, "high": cap}, "a floor as well as a cap"
     )
-    return {"correction": name, "params": params, "applied": True, "text": text}
 
 
 def _advantage(cfg, fails):
@@ -226,13 +214,10 @@ def _advantage(cfg, fails):
 def _extra_terms(cfg):
     out = []
     if _on(cfg, "use-kl-loss"):
-        out.append(
-            f"+ {number(cfg, 'kl-loss-coef'):g} x {cfg['kl-loss-type']} KL to the "
-            "reference, per token"
-        )
+        out.append(kl_term(number(cfg, "kl-loss-coef"), cfg["kl-loss-type"]))
     ent = number(cfg, "entropy-coef")
     if ent:
-        out.append(f"- {ent:g} x entropy, per token")
+        out.append(entropy_term(ent))
     return out
 
 

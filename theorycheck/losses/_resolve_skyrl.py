@@ -13,18 +13,19 @@ from __future__ import annotations
 from theorycheck._errors import BadInput
 from theorycheck.losses._presets import A_OLD, A_ROLLOUT, V_SKYRL
 from theorycheck.losses._reductions import Reduction
-from theorycheck.losses._resolve_common import absent, flag, number, settle
+from theorycheck.losses._resolve_common import (
+    absent,
+    entropy_term,
+    entry,
+    flag,
+    kl_term,
+    number,
+    settle,
+    single_version,
+)
 
 FRAMEWORK = "skyrl"
-VERSIONS = {"skyrl@a956457": V_SKYRL}
-DEFAULT = "skyrl@a956457"
-
-
-def version_of(spec: str) -> str:
-    """``a956457`` (or a longer prefix) -> ``skyrl@a956457``."""
-    if spec.strip()[:7] == "a956457":
-        return DEFAULT
-    raise BadInput(f"skyrl version {spec!r}: unknown; known: a956457 ({V_SKYRL})")
+VERSIONS, DEFAULT, version_of = single_version(FRAMEWORK, "a956457", V_SKYRL)
 
 
 _A = "trainer.algorithm."
@@ -207,23 +208,13 @@ def _tis(cfg):
     kind = cfg[_OPC + "tis_ratio_type"]
     if absent(kind) and flag(cfg, _A + "use_tis"):
         cap = number(cfg, _A + "tis_imp_ratio_cap")
-        return _corr("tis_token", {"cap": cap}, "deprecated use_tis")
+        return entry("tis_token", {"cap": cap}, "deprecated use_tis")
     if absent(kind):
         return None
     if str(kind) not in ("token", "sequence"):
         raise BadInput(f"config key {_OPC}tis_ratio_type = {kind!r}: token or sequence")
     cap = number(cfg, _OPC + f"{kind}_tis_ratio_clip_high", positive=True)
-    return _corr(f"tis_{kind}", {"cap": cap}, "")
-
-
-def _corr(name, params, note):
-    text = f"{name}({', '.join(f'{k}={v:g}' for k, v in params.items())})"
-    return {
-        "correction": name,
-        "params": params,
-        "applied": True,
-        "text": text + (f" ({note})" if note else ""),
-    }
+    return entry(f"tis_{kind}", {"cap": cap}, "")
 
 
 def _masks(cfg):
@@ -239,13 +230,13 @@ def _masks(cfg):
         lo = number(cfg, _OPC + f"{kind}_mask_low", positive=True)
         hi = number(cfg, _OPC + f"{kind}_mask_high", positive=True)
         name = "geo_mask_sequence" if kind == "geo" else "product_mask_sequence"
-        out.append(_corr(name, {"low": lo, "high": hi}, ""))
+        out.append(entry(name, {"low": lo, "high": hi}, ""))
     out += _outlier(cfg)
     lo = number(cfg, _OPC + "token_mask_is_threshold_low")
     hi = number(cfg, _OPC + "token_mask_is_threshold_high")
     if lo is not None and hi is not None:
         out.append(
-            _corr(
+            entry(
                 "token_mask", {"low": lo, "high": hi}, "tokens outside masked, weight 1"
             )
         )
@@ -259,7 +250,7 @@ def _outlier(cfg):
         return []
     params = {k: v for k, v in (("low", lo), ("high", hi)) if v is not None}
     return [
-        _corr(
+        entry(
             "outlier_sequence",
             params,
             "a whole sequence rejected when any token ratio is outside",
@@ -329,12 +320,15 @@ def _extra_terms(cfg, red):
     out = []
     if flag(cfg, _A + "use_kl_loss"):
         out.append(
-            f"+ {number(cfg, _A + 'kl_loss_coef'):g} x "
-            f"{cfg[_A + 'kl_estimator_type']} KL to the reference, per token, "
-            f"reduced by {red} (use_kl_loss defaults to true in SkyRL)"
+            kl_term(
+                number(cfg, _A + "kl_loss_coef"),
+                cfg[_A + "kl_estimator_type"],
+                red,
+                "use_kl_loss defaults to true in SkyRL",
+            )
         )
     if flag(cfg, _A + "use_entropy_loss"):
-        out.append(f"- {number(cfg, _A + 'entropy_loss_coef'):g} x entropy")
+        out.append(entropy_term(number(cfg, _A + "entropy_loss_coef")))
     return out
 
 

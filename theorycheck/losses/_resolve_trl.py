@@ -11,18 +11,19 @@ import math
 from theorycheck._errors import BadInput
 from theorycheck.losses._presets import A_TRL, V_TRL
 from theorycheck.losses._reductions import Reduction
-from theorycheck.losses._resolve_common import flag, number, settle
+from theorycheck.losses._resolve_common import (
+    entropy_term,
+    entry,
+    flag,
+    kl_term,
+    number,
+    opsm,
+    settle,
+    single_version,
+)
 
 FRAMEWORK = "trl"
-VERSIONS = {"trl@f2cd577": V_TRL}
-DEFAULT = "trl@f2cd577"
-
-
-def version_of(spec: str) -> str:
-    """``f2cd577`` (or a longer prefix) -> ``trl@f2cd577``."""
-    if spec.strip()[:7] == "f2cd577":
-        return DEFAULT
-    raise BadInput(f"trl version {spec!r}: unknown; known: f2cd577 ({V_TRL})")
+VERSIONS, DEFAULT, version_of = single_version(FRAMEWORK, "f2cd577", V_TRL)
 
 
 def looks_like(flat) -> bool:
@@ -120,26 +121,12 @@ def _trl_corrections(lt, cfg):
         lo = number(cfg, "vllm_importance_sampling_clip_min")
         name = {"truncate": "tis", "mask": "mis"}[kind] + "_" + lvl
         params = {"cap": hi} if kind == "truncate" else {"low": lo or 0.0, "high": hi}
-        out.append(
-            {
-                "correction": name,
-                "params": params,
-                "applied": lt != "vespo",
-                "text": f"{name}({', '.join(f'{k}={v:g}' for k, v in params.items())})"
-                + (" (not applied to vespo)" if lt == "vespo" else ""),
-            }
-        )
+        vespo = lt == "vespo"
+        note = "not applied to vespo" if vespo else ""
+        out.append(entry(name, params, note, applied=not vespo))
     delta = number(cfg, "off_policy_mask_threshold")
     if delta is not None:
-        out.append(
-            {
-                "correction": "opsm",
-                "params": {"delta": delta},
-                "applied": True,
-                "text": f"opsm(delta={delta:g}): sequences with A<0 and mean KL > "
-                "delta masked",
-            }
-        )
+        out.append(opsm(delta))
     return out
 
 
@@ -161,10 +148,10 @@ def _extra_terms(cfg, lt):
     out = []
     beta = number(cfg, "beta")
     if beta:
-        out.append(f"+ {beta:g} x k3 KL to the reference, per token, reduced as {lt}")
+        out.append(kl_term(beta, "k3", lt))
     ent = number(cfg, "entropy_coef")
     if ent:
-        out.append(f"- {ent:g} x entropy, per token")
+        out.append(entropy_term(ent))
     q = number(cfg, "top_entropy_quantile")
     if q is not None and q < 1:
         out.append(

@@ -22,7 +22,9 @@ from theorycheck.losses._presets import A_OLD, A_ROLLOUT, VERL_NOW
 from theorycheck.losses._reductions import Reduction
 from theorycheck.losses._resolve_common import (
     absent,
+    entropy_term,
     flag,
+    kl_term,
     lower_upper,
     number,
     settle,
@@ -550,13 +552,13 @@ def _extra_terms(cfg, agg):
     out = []
     if flag(cfg, _ACTOR + "use_kl_loss"):
         out.append(
-            f"+ {number(cfg, _ACTOR + 'kl_loss_coef'):g} x "
-            f"{cfg[_ACTOR + 'kl_loss_type']} KL to the reference, per token, "
-            f"reduced by {agg}"
+            kl_term(
+                number(cfg, _ACTOR + "kl_loss_coef"), cfg[_ACTOR + "kl_loss_type"], agg
+            )
         )
     ent = number(cfg, _ACTOR + "entropy_coeff")
     if ent:
-        out.append(f"- {ent:g} x entropy, per token, reduced by {agg}")
+        out.append(entropy_term(ent) + f", reduced by {agg}")
     return out
 
 
