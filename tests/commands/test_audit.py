@@ -158,3 +158,20 @@ def test_audit_applies_a_config_and_plots_weights(tmp_path, batch_file, capsys):
 def test_audit_apply_bad_input_exits_2(batch_file, capsys, extra, match):
     assert main(["audit", str(batch_file), "--corrections", "", *extra]) == 2
     assert match in capsys.readouterr().err
+
+
+def test_audit_reads_a_trl_dump(tmp_path, capsys):
+    b = synthetic_batch(1, prompts=2, responses=4, length=8)
+    path = tmp_path / "trl.npz"
+    np.savez(
+        path,
+        old_per_token_logps=np.log(b["p"]),
+        sampling_per_token_logps=np.log(b["q"]),
+        advantages=b["adv"],
+        completion_mask=b["mask"],
+    )
+    argv = ["audit", str(path), "--from", "trl", "--rules", "ppo", "--json"]
+    assert main([*argv, "--num-generations", "4"]) == 0
+    assert json.loads(capsys.readouterr().out)["groups"] == 2
+    assert main([*argv, "--num-generations", "3"]) == 2
+    assert "num_generations" in capsys.readouterr().err

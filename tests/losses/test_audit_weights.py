@@ -100,3 +100,58 @@ def test_unknown_correction_is_refused(batch):
         apply_to_batch(
             batch, [{"correction": "outlier_sequence"}], Reduction("token_mean")
         )
+
+
+def _dump(b, seed=0):
+    rng = np.random.default_rng(seed)
+    logp_train = np.log(b["p"])
+    logp_roll = np.log(b["q"])
+    pad = b["mask"] == 0
+    # padding positions hold garbage in real dumps: the converter must ignore it
+    logp_train[pad] = rng.normal(size=pad.sum()) + 5
+    return logp_train, logp_roll
+
+
+def test_verl_and_trl_dumps_convert_to_the_same_batch(batch):
+    from theorycheck.losses import batch_from_dump
+
+    train, roll = _dump(batch)
+    uid = np.array([f"prompt-{g}" for g in batch["group_id"]])
+    verl = batch_from_dump(
+        {
+            "old_log_probs": train,
+            "rollout_log_probs": roll,
+            "advantages": batch["adv"],
+            "response_mask": batch["mask"],
+            "uid": uid,
+        },
+        "verl",
+    )
+    trl = batch_from_dump(
+        {
+            "old_per_token_logps": train,
+            "sampling_per_token_logps": roll,
+            "advantages": batch["adv"][:, 0],
+            "completion_mask": batch["mask"],
+        },
+        "trl",
+        num_generations=4,
+    )
+    for got in (verl, trl):
+        for k in ("p", "q", "adv", "mask"):
+            np.testing.assert_allclose(got[k], batch[k], rtol=1e-12)
+        np.testing.assert_array_equal(got["group_id"], batch["group_id"])
+    with pytest.raises(BadInput, match="num_generations"):
+        batch_from_dump(
+            {"old_per_token_logps": train, "sampling_per_token_logps": roll,
+             "advantages": batch["adv"][:, 0], "completion_mask": batch["mask"]},
+            "trl", num_generations=5,
+        )  # fmt: skip
+    bad = roll.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(BadInput, match=r"log-prob \[0, 0\]"):
+        batch_from_dump(
+            {"old_log_probs": train, "rollout_log_probs": bad, "uid": uid,
+             "advantages": batch["adv"], "response_mask": batch["mask"]},
+            "verl",
+        )  # fmt: skip

@@ -84,6 +84,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "sample_mean, vl_norm; default token_mean)",
     )
     parser.add_argument(
+        "--from",
+        dest="from_trainer",
+        choices=("verl", "trl"),
+        help="BATCH is an .npz dump of that trainer's loss inputs under its own "
+        "names (docs/losses.md), converted on reading",
+    )
+    parser.add_argument(
+        "--num-generations",
+        type=int,
+        metavar="G",
+        help="responses per prompt of a TRL dump (its groups are consecutive)",
+    )
+    parser.add_argument(
         "--weights-plot",
         metavar="PNG",
         help="save a histogram of the per-token weights (.png, .pdf or .svg)",
@@ -226,6 +239,17 @@ def _applied(args, batch) -> dict:
         "weights_plot": args.weights_plot,
         **out,
     }
+
+
+def _read_batch(args, load_batch):
+    """BATCH, or a trainer's dump converted (``--from``)."""
+    if args.from_trainer is None:
+        return load_batch(args.batch)
+    from theorycheck.losses import load_dump
+
+    return load_dump(
+        args.batch, args.from_trainer, num_generations=args.num_generations
+    )
 
 
 def _pct(x) -> str:
@@ -378,7 +402,7 @@ def run(args: argparse.Namespace) -> int:
     # --- end off-policy corrections ---
     if args.plot is not None:
         check_output_path("--plot", args.plot, PLOT_SUFFIXES)
-    batch = load_batch(args.batch)
+    batch = _read_batch(args, load_batch)
     jax.config.update("jax_enable_x64", True)
     report = {
         "batch": args.batch,

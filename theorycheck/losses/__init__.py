@@ -47,6 +47,7 @@ from theorycheck.losses._corrections import (
     tis_sequence,
     tis_token,
 )
+from theorycheck.losses._dumps import batch_from_dump, load_dump
 from theorycheck.losses._gspo import gspo_sequence_loss
 from theorycheck.losses._lco import estimate_vocab_adv
 from theorycheck.losses._params import (
@@ -97,6 +98,8 @@ __all__ = [
     "audit_batch",
     "audit_corrections",
     "apply_to_batch",
+    "batch_from_dump",
+    "load_dump",
     "config_corrections",
     "parse_correction",
     "reduction_by_name",
