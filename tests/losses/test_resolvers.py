@@ -222,6 +222,19 @@ def test_skyrl_token_masks_outliers_kl_cov_and_maxrl(tmp_path):
     assert both["corrections"][0]["params"] == {"low": 0.5, "high": 2.0}
 
 
+def test_skyrl_token_mean_legacy_is_per_micro_batch(tmp_path):
+    f = tmp_path / "skyrl.yaml"
+    f.write_text("trainer:\n  algorithm:\n    loss_reduction: token_mean_legacy\n")
+    out = resolve_config(f, batch_shape=(1, 4, 4), lengths=[1, 4, 4, 4],
+                         micro_batch_size=2)  # fmt: skip
+    assert out["per_micro_batch"] and "micro-batch" in " ".join(out["traps"])
+    # micro-batch 1 holds 5 tokens, micro-batch 2 holds 8: 1/(2*5) and 1/(2*8)
+    assert out["per_token_weight"] == pytest.approx([0.1, 0.1, 1 / 16, 1 / 16])
+    now = resolve_config(f, overrides=[A + "loss_reduction=token_mean"],
+                         batch_shape=(1, 4, 4), lengths=[1, 4, 4, 4])  # fmt: skip
+    assert now["per_token_weight"] == pytest.approx([1 / 13] * 4)
+
+
 def test_skyrl_dr_grpo_needs_max_seq_len(tmp_path):
     out = _sky(tmp_path, A + "loss_reduction=seq_mean_token_sum_norm")
     assert "max_seq_len" in out["fails_at_startup"][0]

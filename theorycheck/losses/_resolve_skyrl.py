@@ -200,6 +200,12 @@ def _reduction(cfg, traps, fails):
     traps.append(
         f"{name} is applied per mini-batch by rescaling the advantages: the "
         "denominators are the mini-batch's, not the whole batch's"
+        + (
+            "; token_mean_legacy also normalises each micro-batch by its own token "
+            "count and averages the micro-batches"
+            if name == "token_mean_legacy"
+            else ""
+        )
     )
     return name, _REDUCTIONS[name]
 
@@ -361,7 +367,7 @@ def resolve(flat: dict, version: str) -> dict:
         "params": params,
         "reduction_name": red_name,
         "reduction": reduction,
-        "per_micro_batch": False,
+        "per_micro_batch": red_name == "token_mean_legacy",
         "delta": params.get("delta"),
         "cap": params.get("high") if rule == "cispo" else None,
         "anchor": anchor,
