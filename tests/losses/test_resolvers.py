@@ -152,6 +152,17 @@ def test_versions_by_tag_commit_and_unknown(tmp_path):
         _verl(tmp_path, "actor_rollout_ref.actor.policy_loss.loss_mode=gvpo")
 
 
+def test_verl_kl_cov_ratio_is_a_token_fraction(tmp_path):
+    out = _verl(tmp_path, "actor_rollout_ref.actor.policy_loss.loss_mode=kl_cov")
+    assert "top 0.02% of tokens" in " ".join(out["traps"])
+    with pytest.raises(BadInput, match="kl_cov_ratio"):
+        _verl(
+            tmp_path,
+            "actor_rollout_ref.actor.policy_loss.loss_mode=kl_cov",
+            "actor_rollout_ref.actor.policy_loss.kl_cov_ratio=-1",
+        )
+
+
 def test_advantage_entropy_and_kl_are_read(tmp_path):
     out = _verl(
         tmp_path,

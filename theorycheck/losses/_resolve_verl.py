@@ -178,6 +178,8 @@ DEFAULTS = {
     _ACTOR + "policy_loss.loss_mode": "vanilla",
     _ACTOR + "policy_loss.ppo_kl_coef": 0.1,
     _ACTOR + "policy_loss.dro_beta": None,
+    _ACTOR + "policy_loss.kl_cov_ratio": 0.0002,
+    _ACTOR + "policy_loss.clip_cov_ratio": 0.0002,
     _ACTOR + "tau_pos": 1.0,
     _ACTOR + "tau_neg": 1.05,
     _ACTOR + "use_kl_loss": False,
@@ -368,6 +370,16 @@ def _cispo(lo, hi, traps):
     return {"low": low, "high": 1 + hi, "log_ratio_clamp": 20.0}
 
 
+def _cov_trap(rule, cfg, traps):
+    ratio = number(cfg, _ACTOR + f"policy_loss.{rule}_ratio", positive=True)
+    traps.append(
+        f"{rule}_ratio = {ratio:g}: the {rule} term acts on the top {100 * ratio:g}% "
+        "of tokens by covariance; SkyRL's kl_cov_frac (default 0.2) is the same "
+        "fraction, 1000x larger by default: a value copied between the two is off "
+        "by 1000x"
+    )
+
+
 def _params(rule, cfg, traps):
     lo = number(cfg, _ACTOR + "clip_ratio_low")
     hi = number(cfg, _ACTOR + "clip_ratio_high")
@@ -378,6 +390,8 @@ def _params(rule, cfg, traps):
         return {"eps_low": lo, "eps_high": hi, "kappa": c, "log_ratio_clamp": 20.0}
     if rule == "cispo":
         return _cispo(lo, hi, traps)
+    if rule in ("kl_cov", "clip_cov"):
+        _cov_trap(rule, cfg, traps)
     if rule in ("gspo_token", "gmpo", "clip_cov"):
         return {"eps_low": lo, "eps_high": hi}
     if rule == "sapo":
