@@ -148,8 +148,8 @@ def test_versions_by_tag_commit_and_unknown(tmp_path):
     assert _verl(tmp_path, version="verl@bec9ef747")["version"] == "verl@v0.7.1"
     with pytest.raises(BadInput, match="unknown; known"):
         _verl(tmp_path, version="verl@deadbee")
-    with pytest.raises(BadInput, match="recipe-registered"):
-        _verl(tmp_path, "actor_rollout_ref.actor.policy_loss.loss_mode=gvpo")
+    recipe = _verl(tmp_path, "actor_rollout_ref.actor.policy_loss.loss_mode=gvpo")
+    assert recipe["rule"] is None and "verl-recipe gvpo" in recipe["traps"][0]
 
 
 def test_verl_kl_cov_ratio_is_a_token_fraction(tmp_path):

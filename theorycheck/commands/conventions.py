@@ -180,6 +180,12 @@ def _param_text(r) -> str:
     return ", ".join(parts) or "no parameters"
 
 
+def _rule_text(r) -> str:
+    if r["rule"] is None:
+        return f"not modelled ({r['loss_mode']} is defined outside the trainer)"
+    return f"{r['rule']} ({_param_text(r)})"
+
+
 def render_config(report: dict) -> str:
     """The resolved configuration as markdown."""
     r = report
@@ -192,7 +198,7 @@ def render_config(report: dict) -> str:
         "| | |",
         "|---|---|",
         f"| loss mode | {r['loss_mode']} |",
-        f"| registry rule | {r['rule']} ({_param_text(r)}) |",
+        f"| registry rule | {_rule_text(r)} |",
         f"| reduction | {r['reduction_name']} ({r['reduction']}"
         f"{', per micro-batch' if r['per_micro_batch'] else ''}"
         + (

@@ -139,8 +139,8 @@ VERSIONS = {
 DEFAULT = "verl@1dda039"
 assert VERL_NOW.startswith("verl-project/verl 1dda039")
 
-#: loss modes registered by verl-recipe (verl-project/verl-recipe 48ea0a7), not verl.
-RECIPE_LOSSES = {"gvpo": "verl-recipe gvpo/ (its own core_algos copy)"}
+#: loss modes of verl-recipe (verl-project/verl-recipe 48ea0a7), not of verl.
+RECIPE_LOSSES = {"gvpo": "verl-recipe gvpo/ (its own actor, gvpo_dp_actor.py)"}
 
 
 def version_of(spec: str) -> str:
@@ -308,10 +308,11 @@ def _mode(cfg, ver, traps):
     mode = str(cfg[_ACTOR + "policy_loss.loss_mode"])
     if mode in RECIPE_LOSSES:
         traps.append(
-            f"loss_mode {mode!r} is registered by {RECIPE_LOSSES[mode]}, not by verl: "
-            "it exists only when that recipe's module is imported; not resolved"
+            f"loss_mode {mode!r} is a recipe loss, computed by {RECIPE_LOSSES[mode]}, "
+            "not by verl: verl's own actor has no such loss_mode; its rule is not "
+            "modelled (rule null), the rest of the config is"
         )
-        raise BadInput(f"config loss_mode {mode!r}: recipe-registered, not in verl")
+        return mode
     if mode not in _RULES:
         raise BadInput(f"config loss_mode {mode!r}: unknown to verl@{ver.name}")
     if mode not in ver.losses:
@@ -616,8 +617,8 @@ def resolve(flat: dict, version: str) -> dict:
     if bypass == "reinforce":
         rule, params = "pg", {}
     else:
-        rule = "dual_clip" if bypass else _RULES[mode]
-        params = _params(rule, cfg, traps)
+        rule = "dual_clip" if bypass else _RULES.get(mode)
+        params = {} if rule is None else _params(rule, cfg, traps)
     _traps_general(cfg, explicit, traps, rule, bypass)
     legacy = ver.legacy and str(cfg["trainer.use_legacy_worker_impl"]) != "disable"
     red_name, reduction, per_micro = _reduction(
