@@ -82,6 +82,22 @@ DEFAULTS = {
     _OPC + "token_mask_is_threshold_high": None,
 }
 
+#: every field of AlgorithmConfig and its sub-configs at a956457 (SkyRL validates
+#: config keys against the dataclass fields and refuses others).
+_FIELDS = frozenset(
+    [_A + k for k in (
+        "advantage_estimator kl_estimator_type use_kl_in_reward use_kl_loss "
+        "kl_loss_coef use_entropy_loss entropy_loss_coef temperature "
+        "advantage_batch_normalize value_head_prefix policy_loss_type loss_reduction "
+        "grpo_norm_by_std zero_variance_filter zero_variance_filter_tol lambd gamma "
+        "eps_clip_low eps_clip_high clip_ratio_c tis_imp_ratio_cap use_tis value_clip "
+        "max_seq_len kl_ctrl.type kl_ctrl.kl_target kl_ctrl.horizon "
+        "dynamic_sampling.type dynamic_sampling.max_sample_batches "
+        "dynamic_sampling.min_replace_ratio clip_cov.clip_ratio clip_cov.clip_cov_lb "
+        "clip_cov.clip_cov_ub"
+    ).split()]
+) | set(DEFAULTS)  # fmt: skip
+
 _RULES = {
     "regular": "ppo",
     "dual_clip": "dual_clip",
@@ -342,6 +358,11 @@ def resolve(flat: dict, version: str) -> dict:
     """Rule, reduction, advantage, corrections and traps of a SkyRL config."""
     cfg = {**DEFAULTS, **{k: v for k, v in flat.items() if k in DEFAULTS}}
     traps, fails = [], []
+    fails += [
+        f"{k}: not a field of SkyRL's algorithm config (refused at startup)"
+        for k in sorted(flat)
+        if k.startswith(_A) and k not in _FIELDS
+    ]
     loss = str(cfg[_A + "policy_loss_type"])
     if loss not in _RULES:
         raise BadInput(
