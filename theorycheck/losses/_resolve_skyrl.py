@@ -358,11 +358,14 @@ def resolve(flat: dict, version: str) -> dict:
     """Rule, reduction, advantage, corrections and traps of a SkyRL config."""
     cfg = {**DEFAULTS, **{k: v for k, v in flat.items() if k in DEFAULTS}}
     traps, fails = [], []
-    fails += [
-        f"{k}: not a field of SkyRL's algorithm config (refused at startup)"
-        for k in sorted(flat)
-        if k.startswith(_A) and k not in _FIELDS
-    ]
+    alien = sorted(k for k in flat if k.startswith(_A) and k not in _FIELDS)
+    if alien:
+        traps.append(
+            f"{', '.join(alien)}: not fields of SkyRL's algorithm config: the stock "
+            "entry point (skyrl.train.entrypoints.main_base) refuses them at startup; "
+            "only an entry point with its own config class (as the DAPO example's "
+            "main_dapo.py for overlong_buffer_*) accepts them; not interpreted"
+        )
     loss = str(cfg[_A + "policy_loss_type"])
     if loss not in _RULES:
         raise BadInput(
@@ -398,5 +401,8 @@ def resolve(flat: dict, version: str) -> dict:
         "fails_at_startup": fails,
         "traps": traps,
         "read": read,
-        "skipped": settle(flat, read, _WHY, "not modelled by the resolver"),
+        "skipped": {
+            **settle(flat, read, _WHY, "not modelled by the resolver"),
+            **{k: "not a field of SkyRL's algorithm config" for k in alien},
+        },
     }
