@@ -246,6 +246,11 @@ def test_skyrl_token_mean_legacy_is_per_micro_batch(tmp_path):
     assert now["per_token_weight"] == pytest.approx([1 / 13] * 4)
 
 
+def test_skyrl_custom_loss_is_named_not_modelled(tmp_path):
+    out = _sky(tmp_path, A + "policy_loss_type=reinforce")
+    assert out["rule"] is None and "PolicyLossRegistry" in out["traps"][0]
+
+
 def test_skyrl_unknown_algorithm_key_is_flagged(tmp_path):
     out = _sky(tmp_path, A + "kl_cov_ratio=0.0002")  # verl's name, not SkyRL's
     assert "stock entry point" in " ".join(out["traps"])

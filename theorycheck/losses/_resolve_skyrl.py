@@ -368,12 +368,13 @@ def resolve(flat: dict, version: str) -> dict:
         )
     loss = str(cfg[_A + "policy_loss_type"])
     if loss not in _RULES:
-        raise BadInput(
-            f"config key {_A}policy_loss_type = {loss!r}: unknown to {version} "
-            f"(valid: {', '.join(_RULES)}; custom ones are registered in code)"
+        traps.append(
+            f"policy_loss_type {loss!r} is not a built-in loss of {version} (built-in: "
+            f"{', '.join(_RULES)}): it runs only if registered in code "
+            "(PolicyLossRegistry), else SkyRL refuses it; its rule is not modelled"
         )
     params = _params(loss, cfg, traps)
-    rule = _RULES[loss]
+    rule = _RULES.get(loss)
     if loss == "dppo" and cfg[_A + "dppo.dppo_type"] == "binary_kl":
         rule = "dppo_binary_kl"
     red_name, reduction = _reduction(cfg, traps, fails)
