@@ -143,6 +143,11 @@ def test_removed_options_fail_at_startup_on_new_verl_only(tmp_path):
     assert old["corrections"][0]["params"] == {"low": 0.999, "high": 1.001}
 
 
+def test_a_framework_named_against_the_keys_exits_2(tmp_path):
+    with pytest.raises(BadInput, match="looks like a verl config"):
+        _verl(tmp_path, version="trl")
+
+
 def test_versions_by_tag_commit_and_unknown(tmp_path):
     assert _verl(tmp_path, version="verl@0.7.1")["version"] == "verl@v0.7.1"
     assert _verl(tmp_path, version="verl@bec9ef747")["version"] == "verl@v0.7.1"

@@ -154,6 +154,28 @@ def _load(path, overrides, fw):
         ) from None
 
 
+def _resolved(path, overrides, framework, version):
+    """``(framework, version, flat config, the resolver's answer)``."""
+    fw, ver = _pick(None, framework, version)
+    fw, flat = _load(path, overrides, fw)
+    if ver is None:
+        fw, ver = _pick(flat, fw, None)
+    _check_named(fw, flat)
+    return fw, ver, flat, RESOLVERS[fw].resolve(flat, ver)
+
+
+def _check_named(fw, flat):
+    """A named trainer whose keys the config lacks while it has another's."""
+    if RESOLVERS[fw].looks_like(flat):
+        return
+    other = [n for n, m in RESOLVERS.items() if n != fw and m.looks_like(flat)]
+    if other:
+        raise BadInput(
+            f"config: --framework {fw}, but it has no {fw} keys and looks like a "
+            f"{other[0]} config"
+        )
+
+
 def _bad_override(overrides):
     """The first ``key=value`` whose value OmegaConf cannot parse."""
     import yaml
@@ -198,11 +220,7 @@ def resolve_config(
         "traps", "read", "not_interpreted" (key -> why), "unknown_keys",
         "per_token_weight"}``.
     """
-    fw, ver = _pick(None, framework, version)
-    fw, flat = _load(path, overrides, fw)
-    if ver is None:
-        fw, ver = _pick(flat, fw, None)
-    out = RESOLVERS[fw].resolve(flat, ver)
+    fw, ver, flat, out = _resolved(path, overrides, framework, version)
     weights = (
         None
         if batch_shape is None
@@ -232,11 +250,7 @@ def config_corrections(path, framework=None) -> dict:
     """
     import dataclasses
 
-    fw, ver = _pick(None, framework, None)
-    fw, flat = _load(path, (), fw)
-    if ver is None:
-        fw, ver = _pick(flat, fw, None)
-    out = RESOLVERS[fw].resolve(flat, ver)
+    _, ver, _, out = _resolved(path, (), framework, None)
     return {
         "version": ver,
         "corrections": out["corrections"],
