@@ -1,16 +1,13 @@
 """What a trainer configuration computes: ``theorycheck conventions --config FILE``.
 
-Reads a verl configuration (Hydra/OmegaConf YAML, with ``key=value`` overrides as on a
-verl command line) or a TRL ``GRPOConfig`` (YAML or JSON), fills in the trainer's
-defaults for the keys it reads, and says which registry rule, reduction, δ, cap, anchor
-and off-policy correction the run computes, for a named trainer version, with the traps
-found. Every key of the file that the resolver does not interpret is reported, none is
-dropped.
-
-Defaults and semantics are read from verl/trainer/config/actor/actor.yaml,
-algorithm/rollout_correction.yaml, core_algos.py and rollout_corr_helper.py
-(verl-project/verl 1dda039, 2026-08-22; the 2026-01 version from volcengine/verl
-b178a3c) and trl/trainer/grpo_config.py, grpo_trainer.py (huggingface/trl f2cd577).
+Reads a verl or SkyRL configuration (Hydra/OmegaConf YAML, with ``key=value`` overrides
+as on their command lines), a TRL ``GRPOConfig`` (YAML or JSON) or a Miles launch
+(argparse flags), picks the trainer's resolver (one module each, the interface in
+``_resolve_common``) and the version named by ``--framework NAME@VERSION`` (default:
+the newest the resolvers know), and returns which registry rule, reduction, advantage,
+δ, cap, anchor, corrections and extra terms the run computes, the traps found, the
+settings that version refuses at startup, and every key of the file either read or
+listed with why it is not interpreted.
 """
 
 from __future__ import annotations
