@@ -140,6 +140,8 @@ def test_removed_options_fail_at_startup_on_new_verl_only(tmp_path):
     old = _verl(tmp_path, *dead, version="verl@v0.7.0")
     assert old["fails_at_startup"] == []
     assert old["corrections"][0]["correction"] == "geo_mask_sequence"
+    v061 = _verl(tmp_path, RC + "bypass_mode=true", version="verl@v0.6.1")
+    assert "rollout" in v061["anchor"] and v061["rule"] == "dual_clip"
     assert old["corrections"][0]["params"] == {"low": 0.999, "high": 1.001}
 
 

@@ -343,6 +343,18 @@ def _bypass(cfg, mode, ver, traps):
     return lt
 
 
+def _old_bypass(cfg, ver, traps) -> bool:
+    """v0.6.1's bypass_mode: no loss of its own, the rollout log-prob as anchor."""
+    if "bypass_mode" in ver.losses or not flag(cfg, _RC + "bypass_mode"):
+        return False
+    traps.append(
+        f"bypass_mode on verl {ver.name}: old_log_prob is the rollout log-prob (no "
+        "recomputation); the loss stays loss_mode's (use_policy_gradient, not "
+        "modelled, switched it to REINFORCE)"
+    )
+    return True
+
+
 def _dppo(lo, hi, c, traps):
     traps.append(
         f"clip_ratio_low/high ({lo:g}/{hi:g}) are read as DPPO's divergence "
@@ -646,7 +658,7 @@ def resolve(flat: dict, version: str) -> dict:
         "per_micro_batch": per_micro,
         "delta": params.get("delta"),
         "cap": params.get("cap"),
-        "anchor": A_ROLLOUT if bypass else A_OLD,
+        "anchor": A_ROLLOUT if bypass or _old_bypass(cfg, ver, traps) else A_OLD,
         "global_batch_size": None
         if legacy
         else int(number(cfg, _ACTOR + "ppo_mini_batch_size"))
