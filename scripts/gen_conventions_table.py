@@ -26,6 +26,9 @@ _B = "--batch-shape 2,2,8 --lengths 2,8,4,0"
 _SYN = "examples/batches/synthetic.json"
 _LONG = "examples/batches/long_mismatch.npz"
 #: (question, command, (first line, last line) of the output kept; None = all).
+#: a real batch: SmolLM2-135M capitals rollouts, bfloat16 engine vs float32 trainer
+#: (experiments/rollout_analysis.py, provenance in its results.json).
+_REAL = "experiments/results/rollout_analysis/batch_seed0.npz"
 QUESTIONS = (
     (
         "verl #3741: does Dr. GRPO's scale depend on the micro-batch size?",
@@ -45,7 +48,7 @@ QUESTIONS = (
     (
         "verl #4852: a rejection mask and the denominator",
         "conventions --config examples/configs/verl_dr_grpo.yaml",
-        ("## Traps", "- k1 rejection"),
+        ("## Traps", "- rollout_rs multiplies"),
     ),
     (
         "TRL #5619: DAPO and gradient accumulation",
@@ -74,6 +77,25 @@ QUESTIONS = (
         f"audit {_LONG} --rules ppo --corrections geo_mask_sequence,"
         "product_mask_sequence",
         ("Sequence ratios", "| product_mask_sequence"),
+    ),
+    (
+        "Users (2026): sequence TIS on a real batch (SmolLM2-135M, bfloat16 engine vs "
+        "float32 trainer, experiments/results/rollout_analysis seed 0)",
+        f"audit {_REAL} --rules ppo --corrections '' --apply tis_sequence:cap=2 "
+        "--reduction seq_mean_token_mean",
+        ("Applied", None),
+    ),
+    (
+        "Users (2026, continued): a geometric mask [0.99, 1.01] on the same batch",
+        f"audit {_REAL} --rules ppo --corrections '' --apply "
+        "geo_mask_sequence:low=0.99,high=1.01 --reduction seq_mean_token_mean",
+        ("Applied", None),
+    ),
+    (
+        "verl docs: IcePop with two rejection options, applied to the same batch",
+        f"audit {_REAL} --rules ppo --corrections '' --config "
+        "examples/configs/verl_icepop_multi_rs.yaml",
+        ("Applied", None),
     ),
     (
         "TRL #6078: is GMPO's one-sided clip inverted? (log r = 0.59 > 0.4)",
@@ -108,6 +130,8 @@ def _excerpt(text: str, span) -> str:
     if span is None:
         return "\n".join(lines)
     start = next(i for i, x in enumerate(lines) if x.startswith(span[0]))
+    if span[1] is None:  # to the end of the output
+        return "\n".join(lines[start:])
     end = next(i for i, x in enumerate(lines) if i >= start and x.startswith(span[1]))
     return "\n".join(lines[start : end + 1])
 

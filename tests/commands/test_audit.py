@@ -120,3 +120,58 @@ def test_audit_reports_corrections_and_refuses_unknown_ones(capsys):
     )
     err = capsys.readouterr().err
     assert "nope" in err and len(err.strip().splitlines()) == 1
+
+
+def test_audit_applies_a_config_and_plots_weights(tmp_path, batch_file, capsys):
+    cfg = tmp_path / "verl.yaml"
+    cfg.write_text(
+        "algorithm:\n  rollout_correction:\n    rollout_is: token\n"
+        "    rollout_is_threshold: '0.8_1.25'\n"
+        "    rollout_rs: token_k1,seq_max_k2\n"
+        "    rollout_rs_threshold: '0.6_1.6,2.5'\n"
+    )
+    plot = tmp_path / "w.png"
+    argv = ["audit", str(batch_file), "--rules", "ppo", "--corrections", ""]
+    argv += ["--config", str(cfg), "--weights-plot", str(plot), "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)["applied"]
+    assert out["framework"] == "verl@1dda039" and out["reduction"] == "token-mean"
+    assert [c["correction"] for c in out["corrections"]] == [
+        "icepop",
+        "reject_token_k1",
+        "reject_seq_max_k2",
+    ]
+    assert 0 < out["rejected_token_share"] < 1 and plot.stat().st_size > 0
+    assert main(argv[:-1]) == 0
+    assert "effective loss scale" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "extra,match",
+    [
+        (["--apply", "tis_token:cap=nan"], "cap"),
+        (["--apply", "tis_token:cap"], "KEY=VALUE"),
+        (["--apply", "tis_token:bogus=1"], "bogus"),
+        (["--reduction", "nope"], "--reduction"),
+    ],
+)
+def test_audit_apply_bad_input_exits_2(batch_file, capsys, extra, match):
+    assert main(["audit", str(batch_file), "--corrections", "", *extra]) == 2
+    assert match in capsys.readouterr().err
+
+
+def test_audit_reads_a_trl_dump(tmp_path, capsys):
+    b = synthetic_batch(1, prompts=2, responses=4, length=8)
+    path = tmp_path / "trl.npz"
+    np.savez(
+        path,
+        old_per_token_logps=np.log(b["p"]),
+        sampling_per_token_logps=np.log(b["q"]),
+        advantages=b["adv"],
+        completion_mask=b["mask"],
+    )
+    argv = ["audit", str(path), "--from", "trl", "--rules", "ppo", "--json"]
+    assert main([*argv, "--num-generations", "4"]) == 0
+    assert json.loads(capsys.readouterr().out)["groups"] == 2
+    assert main([*argv, "--num-generations", "3"]) == 2
+    assert "num_generations" in capsys.readouterr().err

@@ -55,6 +55,53 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PNG",
         help="also save a bar chart of the gated shares (.png, .pdf or .svg)",
     )
+    # --- corrections and reductions applied ---
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a trainer config (verl, TRL, SkyRL, Miles, as for conventions "
+        "--config): apply its corrections and reduction to the batch and report the "
+        "per-token weights",
+    )
+    parser.add_argument(
+        "--framework",
+        metavar="NAME[@VERSION]",
+        help="the config's trainer and version (default: detected, newest)",
+    )
+    parser.add_argument(
+        "--apply",
+        action="append",
+        default=[],
+        metavar="CORRECTION[:KEY=VALUE,...]",
+        help="a correction to apply with its parameters, e.g. icepop:low=0.5,high=5 "
+        "(repeatable; with or instead of --config)",
+    )
+    parser.add_argument(
+        "--reduction",
+        metavar="MODE",
+        help="the reduction without --config (token_mean, seq_mean_token_mean, "
+        "seq_mean_token_sum, seq_mean_token_sum_norm, token_sum, prompt_mean, "
+        "sample_mean, vl_norm; default token_mean)",
+    )
+    parser.add_argument(
+        "--from",
+        dest="from_trainer",
+        choices=("verl", "trl"),
+        help="BATCH is an .npz dump of that trainer's loss inputs under its own "
+        "names (docs/losses.md), converted on reading",
+    )
+    parser.add_argument(
+        "--num-generations",
+        type=int,
+        metavar="G",
+        help="responses per prompt of a TRL dump (its groups are consecutive)",
+    )
+    parser.add_argument(
+        "--weights-plot",
+        metavar="PNG",
+        help="save a histogram of the per-token weights (.png, .pdf or .svg)",
+    )
+    # --- end corrections and reductions applied ---
 
 
 def _overrides(items, rules):
@@ -154,6 +201,104 @@ def _corrections_markdown(report: dict) -> list[str]:
 # --- end off-policy corrections ---
 
 
+# --- corrections and reductions applied ---
+def _applied(args, batch) -> dict:
+    from theorycheck._errors import BadInput
+    from theorycheck.commands._output import check_output_path
+    from theorycheck.losses import (
+        apply_to_batch,
+        config_corrections,
+        parse_correction,
+        reduction_by_name,
+    )
+
+    if args.weights_plot is not None:
+        check_output_path("--weights-plot", args.weights_plot, PLOT_SUFFIXES)
+    extra = [parse_correction(a, flag="--apply") for a in args.apply]
+    resolved = (
+        None if args.config is None else config_corrections(args.config, args.framework)
+    )
+    corrections = ([] if resolved is None else resolved["corrections"]) + extra
+    if args.reduction is None and resolved is not None:
+        reduction, name = resolved["reduction"], resolved["reduction_name"]
+    else:
+        name = args.reduction or "token_mean"
+        reduction = reduction_by_name(name, flag="--reduction")
+    try:
+        out = apply_to_batch(batch, corrections, reduction)
+    except TypeError as err:  # a parameter the correction does not take
+        raise BadInput(f"--apply / --config corrections: {err}") from None
+    if args.weights_plot is not None:
+        save_weight_figure(out, batch, args.weights_plot, Path(args.batch).name)
+    out.pop("weights")
+    return {
+        "config": args.config,
+        "framework": None if resolved is None else resolved["version"],
+        "reduction": name,
+        "corrections_requested": [c.get("text", c["correction"]) for c in corrections],
+        "weights_plot": args.weights_plot,
+        **out,
+    }
+
+
+def _read_batch(args, load_batch):
+    """BATCH, or a trainer's dump converted (``--from``)."""
+    if args.from_trainer is None:
+        return load_batch(args.batch)
+    from theorycheck.losses import load_dump
+
+    return load_dump(
+        args.batch, args.from_trainer, num_generations=args.num_generations
+    )
+
+
+def _pct(x) -> str:
+    return f"{100 * x:.2f}%"
+
+
+def _applied_markdown(a: dict) -> list[str]:
+    q = a["weight_quantiles"]
+    lines = [
+        f"Applied ({a['framework'] or 'no config'}; reduction {a['reduction']}): "
+        f"{'; '.join(a['corrections_requested']) or 'no correction'}",
+        "",
+        f"Rejected tokens {_pct(a['rejected_token_share'])}, clipped "
+        f"{_pct(a['clipped_token_share'])}, effective loss scale "
+        f"{a['effective_loss_scale']:.4g}; per-token weight min {q['min']:.3g}, "
+        f"median {q['median']:.3g}, p99 {q['p99']:.3g}, max {q['max']:.3g}",
+        "",
+        "| correction | rejected tokens | clipped tokens | rejected responses | "
+        "mean weight |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {c['correction']} | {_pct(c['rejected_token_share'])} | "
+        f"{_pct(c['clipped_token_share'])} | {_pct(c['rejected_sequence_share'])} | "
+        f"{c['mean_weight']:.4g} |"
+        for c in a["corrections"]
+    ]
+    for key, label in (("by_length", "length"), ("by_mismatch", "mean abs log r")):
+        lines += [
+            "",
+            f"| {label} | responses | rejected | clipped | weight share | "
+            "uncorrected share |",
+            "|---|---|---|---|---|---|",
+        ]
+        bin_key = "length" if key == "by_length" else "mean_abs_log_ratio"
+        lines += [
+            f"| {r[bin_key][0]:.3g}–{r[bin_key][1]:.3g} | {r['responses']} | "
+            f"{_pct(r['rejected_token_share'])} | {_pct(r['clipped_token_share'])} "
+            f"| {_pct(r['weight_share'])} | {_pct(r['uncorrected_weight_share'])} |"
+            for r in a[key]
+        ]
+    if a["not_applied"]:
+        lines += ["", f"Computed, not applied: {', '.join(a['not_applied'])}"]
+    return lines
+
+
+# --- end corrections and reductions applied ---
+
+
 def save_plot(report: dict, path: str) -> None:
     """Bar chart of the gated shares, written atomically (no half-written file)."""
     import matplotlib
@@ -173,6 +318,13 @@ def save_plot(report: dict, path: str) -> None:
     )
     for i, v in enumerate(shares):
         ax.text(i, v, f"{v:.1f}", ha="center", va="bottom", fontsize=8)
+    _write_figure(fig, path)
+
+
+def _write_figure(fig, path: str) -> None:
+    """``fig`` saved to ``path`` atomically (no half-written file), then closed."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     target = Path(path)
     fd, tmp = tempfile.mkstemp(suffix=target.suffix or ".png", dir=target.parent)
@@ -184,6 +336,33 @@ def save_plot(report: dict, path: str) -> None:
         plt.close(fig)
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def save_weight_figure(result: dict, batch: dict, path: str, title: str) -> None:
+    """Histogram of the per-token weights (valid tokens, log scale), the tokens at
+    weight 0 counted in the title."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    w = result["weights"][batch["mask"] > 0]
+    pos = w[w > 0]
+    fig, ax = plt.subplots(figsize=(6, 3.4))
+    if pos.size:
+        lo, hi = np.log10(pos.min()), np.log10(pos.max())
+        edges = np.logspace(lo - 0.05, hi + 0.05, 40) if hi > lo else 10
+        ax.hist(pos, bins=edges, color="#4c72b0")
+        ax.set_xscale("log")
+    ax.set_xlabel("per-token weight (correction x reduction)")
+    ax.set_ylabel("tokens")
+    ax.set_title(
+        f"{title}: {int((w == 0).sum())} of {w.size} tokens at weight 0, "
+        f"loss scale {result['effective_loss_scale']:.3g}",
+        fontsize=9,
+    )
+    _write_figure(fig, path)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -223,7 +402,7 @@ def run(args: argparse.Namespace) -> int:
     # --- end off-policy corrections ---
     if args.plot is not None:
         check_output_path("--plot", args.plot, PLOT_SUFFIXES)
-    batch = load_batch(args.batch)
+    batch = _read_batch(args, load_batch)
     jax.config.update("jax_enable_x64", True)
     report = {
         "batch": args.batch,
@@ -233,10 +412,16 @@ def run(args: argparse.Namespace) -> int:
     }
     if args.plot is not None:
         save_plot(report, args.plot)
+    # --- corrections and reductions applied ---
+    if args.config or args.apply or args.reduction or args.weights_plot:
+        report["applied"] = _applied(args, batch)
+    # --- end corrections and reductions applied ---
     if args.json:
         emit_json(report)
     else:
         print(render_markdown(report))
+        if "applied" in report:
+            print("\n" + "\n".join(_applied_markdown(report["applied"])))
         if args.plot:
             print(f"\nplot: {args.plot}")
     return 0

@@ -44,13 +44,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--framework",
-        choices=("verl", "trl"),
-        help="the config's trainer (default: detected from its keys)",
+        metavar="NAME[@VERSION]",
+        help="the config's trainer: verl, trl, skyrl or miles, optionally with a "
+        "version or commit (verl@v0.7.0, verl@b178a3c; default: detected from the "
+        "keys, at the newest version the resolvers know)",
     )
     parser.add_argument(
         "--trainer-version",
-        metavar="NAME@COMMIT",
-        help="verl@1dda039 (default for verl), verl@b178a3c, trl@f2cd577",
+        metavar="NAME@VERSION",
+        help="the version alone (same as --framework NAME@VERSION)",
     )
     parser.add_argument(
         "overrides",
@@ -168,9 +170,26 @@ def render_markdown(report: dict) -> str:
 
 
 # --- config resolver ---
+def _param_text(r) -> str:
+    parts = []
+    for k, v in r["params"].items():
+        if r["rule"] == "cispo" and k == "low" and v == 0.0:
+            parts.append("no lower clip")
+        else:
+            parts.append(f"{k}={v:g}")
+    return ", ".join(parts) or "no parameters"
+
+
+def _rule_text(r) -> str:
+    if r["rule"] is None:
+        return f"not modelled ({r['loss_mode']} is defined outside the trainer)"
+    return f"{r['rule']} ({_param_text(r)})"
+
+
 def render_config(report: dict) -> str:
     """The resolved configuration as markdown."""
     r = report
+    gbs = r.get("global_batch_size")
     lines = [
         f"# What {r['config']} computes ({r['framework']}, {r['version']})",
         "",
@@ -179,21 +198,22 @@ def render_config(report: dict) -> str:
         "| | |",
         "|---|---|",
         f"| loss mode | {r['loss_mode']} |",
-        f"| registry rule | {r['rule']} "
-        f"({', '.join(f'{k}={v:g}' for k, v in r['params'].items())}) |",
+        f"| registry rule | {_rule_text(r)} |",
         f"| reduction | {r['reduction_name']} ({r['reduction']}"
         f"{', per micro-batch' if r['per_micro_batch'] else ''}"
         + (
-            f"; global_batch_size = ppo_mini_batch_size x rollout.n = "
-            f"{r['global_batch_size']} rows, empty ones counted"
-            if r.get("global_batch_size")
+            f"; global_batch_size = ppo_mini_batch_size x rollout.n = {gbs} rows, "
+            "empty ones counted"
+            if gbs
             else ""
         )
         + ") |",
         f"| delta | {_fmt(r['delta'])} |",
         f"| cap | {_fmt(r['cap'])} |",
         f"| anchor | {r['anchor']} |",
-        f"| corrections | {'; '.join(r['corrections']) or 'none'} |",
+        f"| advantage | {r['advantage']['estimator']}: {r['advantage']['text']} |",
+        f"| corrections | {'; '.join(c['text'] for c in r['corrections']) or 'none'} |",
+        f"| other loss terms | {'; '.join(r['extra_terms']) or 'none'} |",
         "",
         "## Traps",
         "",
@@ -208,11 +228,11 @@ def render_config(report: dict) -> str:
         ]
     lines += ["", "## Keys read", ""]
     lines += [f"- {k}" for k in r["read"]] or ["- none (all defaults)"]
-    lines += ["", "## Keys not interpreted (kept, not read by the resolver)", ""]
-    lines += [f"- {k}" for k in r["not_interpreted"]] or ["- none"]
-    if r["framework"] == "trl":
-        lines += ["", "## Keys unknown to GRPOConfig", ""]
-        lines += [f"- {k}" for k in r["unknown_keys"]] or ["- none"]
+    lines += ["", "## Keys not interpreted, and why", ""]
+    lines += [f"- {k}: {why}" for k, why in r["not_interpreted"].items()] or ["- none"]
+    if r["unknown_keys"]:
+        lines += ["", "## Keys unknown to the trainer", ""]
+        lines += [f"- {k}" for k in r["unknown_keys"]]
     return "\n".join(lines)
 
 

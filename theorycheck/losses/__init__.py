@@ -20,7 +20,13 @@ from theorycheck.losses._audit import (
     synthetic_batch,
     validate_batch,
 )
-from theorycheck.losses._config import VERSIONS, resolve_config
+from theorycheck.losses._audit_weights import (
+    apply_to_batch,
+    parse_correction,
+    reduction_by_name,
+    vl_norm,
+)
+from theorycheck.losses._config import VERSIONS, config_corrections, resolve_config
 from theorycheck.losses._conventions import check_batch_shape, conventions_report
 from theorycheck.losses._corrections import (
     CORRECTIONS,
@@ -41,6 +47,7 @@ from theorycheck.losses._corrections import (
     tis_sequence,
     tis_token,
 )
+from theorycheck.losses._dumps import batch_from_dump, load_dump
 from theorycheck.losses._gspo import gspo_sequence_loss
 from theorycheck.losses._lco import estimate_vocab_adv
 from theorycheck.losses._params import (
@@ -90,6 +97,12 @@ __all__ = [
     "Reduction",
     "audit_batch",
     "audit_corrections",
+    "apply_to_batch",
+    "batch_from_dump",
+    "load_dump",
+    "config_corrections",
+    "parse_correction",
+    "reduction_by_name",
     "check_corrections",
     "check_rule_value",
     "check_rules",
@@ -104,6 +117,7 @@ __all__ = [
     "parse_assignments",
     "reduction_weights",
     "resolve_config",
+    "vl_norm",
     "resolve_params",
     "rloo_advantages",
     "sequence_gradient_norms",

@@ -137,16 +137,7 @@ def validate_batch(batch: dict, *, name: str = "batch") -> dict[str, np.ndarray]
         raise BadInput(f"{name}: mask holds {odd!r}; expected 0 or 1")
     out = {"mask": mask}
     for f in ("p", "q"):
-        a = _real(name, f, batch[f])
-        if a.shape != shape:
-            raise BadInput(f"{name}: {f} has shape {a.shape}, mask has {shape}")
-        bad = (mask == 1) & ~((a > 0) & (a <= 1))
-        if bad.any():
-            s, t = np.argwhere(bad)[0]
-            raise BadInput(
-                f"{name}: {f}[{s}, {t}] = {float(a[s, t])!r} is outside (0, 1]"
-            )
-        out[f] = np.where(mask == 1, a, 1.0)
+        out[f] = _probabilities(name, f, batch[f], mask)
     adv = _real(name, "adv", batch["adv"])
     if adv.shape == shape[:1]:
         adv = np.repeat(adv[:, None], shape[1], axis=1)
@@ -158,7 +149,27 @@ def validate_batch(batch: dict, *, name: str = "batch") -> dict[str, np.ndarray]
     if not np.all(np.isfinite(adv[mask == 1])):
         raise BadInput(f"{name}: adv holds a non-finite value on a valid token")
     out["adv"] = np.where(mask == 1, adv, 0.0)
-    gid = _real(name, "group_id", batch["group_id"])
+    out["group_id"] = _group_ids(name, batch["group_id"], shape)
+    return out
+
+
+def _probabilities(name, field, value, mask):
+    """A probability field: [S, T] like the mask, in (0, 1] on valid tokens."""
+    a = _real(name, field, value)
+    if a.shape != mask.shape:
+        raise BadInput(f"{name}: {field} has shape {a.shape}, mask has {mask.shape}")
+    bad = (mask == 1) & ~((a > 0) & (a <= 1))
+    if bad.any():
+        s, t = np.argwhere(bad)[0]
+        raise BadInput(
+            f"{name}: {field}[{s}, {t}] = {float(a[s, t])!r} is outside (0, 1]"
+        )
+    return np.where(mask == 1, a, 1.0)
+
+
+def _group_ids(name, value, shape):
+    """``group_id``: [S] whole numbers."""
+    gid = _real(name, "group_id", value)
     if gid.shape != shape[:1]:
         raise BadInput(
             f"{name}: group_id has shape {gid.shape}; expected ({shape[0]},)"
@@ -167,8 +178,7 @@ def validate_batch(batch: dict, *, name: str = "batch") -> dict[str, np.ndarray]
     if not whole.all():
         bad = float(gid[~whole][0])
         raise BadInput(f"{name}: group_id holds {bad!r}; expected integers")
-    out["group_id"] = gid.astype(np.int64)
-    return out
+    return gid.astype(np.int64)
 
 
 def _rule_inputs(name, batch, params=None):
