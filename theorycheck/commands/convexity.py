@@ -79,7 +79,9 @@ def _logits(text: str) -> np.ndarray:
             )
         return arr.astype(np.float64)
     if text.endswith(".txt"):
-        text = path.read_text()
+        from theorycheck._bounded import MAX_BATCH_BYTES, read_bounded_text
+
+        text = read_bounded_text(path, f"--at {text!r}", MAX_BATCH_BYTES)
     items = [t for t in re.split(r"[,\s]+", text.strip()) if t]
     try:
         return np.asarray([float(t) for t in items], np.float64)
