@@ -149,7 +149,7 @@ def check_jax_environment() -> None:
         key = "XLA_FLAGS"
     else:
         key = "JAX_PLATFORMS"
-    detail = detail.split("] ", 1)[-1][:300]
+    detail = detail.split("] ", 1)[-1][:300].rstrip(":")
     raise BadInput(
         f"environment variable {key}={wanted[key]!r}: JAX cannot start with it "
         f"({detail or 'no reason given'})"

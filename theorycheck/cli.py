@@ -176,7 +176,6 @@ def _parse(argv: list[str]) -> argparse.Namespace | int:
 def _run(args: argparse.Namespace) -> int:
     """The command, its bad input and its storage errors as one line and exit 2."""
     try:
-        check_shadowing()
         check_jax_environment()
         return int(args._run(args) or 0)
     except BadInput as err:
@@ -264,6 +263,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say(None, "stdout is closed: the answer could not be written")
         return EXIT_BAD_INPUT
     command = None
+    try:
+        check_shadowing()  # before any command module imports numpy or jax
+    except BadInput as err:
+        _say(None, str(err))
+        return EXIT_BAD_INPUT
     try:
         with _signals_interrupt():
             args = _parse(argv)
