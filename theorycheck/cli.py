@@ -247,6 +247,21 @@ def _signals_interrupt():
             signal.signal(sig, handler)
 
 
+def _dispatch(argv: list[str], named: list[str]) -> int:
+    """Checks the environment, parses ``argv`` and runs the command (its name is
+    appended to ``named``); the exit status."""
+    try:
+        check_shadowing()  # before any command module imports numpy or jax
+    except BadInput as err:
+        _say(None, str(err))
+        return EXIT_BAD_INPUT
+    args = _parse(argv)
+    if isinstance(args, int):
+        return args
+    named.append(args.command)
+    return _run(args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs one command; returns its exit status: 0 ok, 2 bad input (one line on
     stderr), 128 + the signal's number on SIGINT (130) or SIGTERM (143), 2 when the
@@ -262,21 +277,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if sys.stdout is None:
         _say(None, "stdout is closed: the answer could not be written")
         return EXIT_BAD_INPUT
-    command = None
-    try:
-        check_shadowing()  # before any command module imports numpy or jax
-    except BadInput as err:
-        _say(None, str(err))
-        return EXIT_BAD_INPUT
+    named: list[str] = []  # the command, once parsed (for the interrupt's line)
     try:
         with _signals_interrupt():
-            args = _parse(argv)
-            if isinstance(args, int):
-                code = args
-            else:
-                command = args.command
-                code = _run(args)
+            code = _dispatch(argv, named)
     except KeyboardInterrupt as err:  # Interrupted (SIGINT/SIGTERM) or a Ctrl-C
+        command = named[0] if named else None
         signum = getattr(err, "signum", signal.SIGINT)
         _say(command, f"interrupted by {signal.Signals(signum).name}")
         code = 128 + signum
@@ -285,7 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             os._exit(code)
         return code
     if _stdout_broken():
-        _say(command, "the answer could not be written to stdout")
+        _say(named[0] if named else None, "the answer could not be written to stdout")
         return EXIT_BAD_INPUT
     return code
 
