@@ -20,7 +20,7 @@ Examples:
     >>> parse_config_text("[" * 100 + "]" * 100, "c.json", "config")
     Traceback (most recent call last):
     ...
-    theorycheck._errors.BadInput: config: nested 100 levels deep; at most 64 are read
+    theorycheck._errors.BadInput: config: nested more than 64 levels deep (limit)
 """
 
 from __future__ import annotations
@@ -110,10 +110,8 @@ def check_depth(value: Any, what: str, max_depth: int = MAX_DEPTH) -> int:
         count += 1
         if isinstance(item, (list, tuple, dict)):
             if depth + 1 > max_depth:
-                raise BadInput(
-                    f"{what}: nested more than {max_depth} levels deep; at most "
-                    f"{max_depth} are read"
-                )
+                too_deep = f"nested more than {max_depth} levels deep (limit)"
+                raise BadInput(f"{what}: {too_deep}")
             children = item.values() if isinstance(item, dict) else item
             todo.extend((child, depth + 1) for child in children)
     return count
@@ -129,23 +127,8 @@ def _json(text: str, what: str) -> Any:
     except ValueError as err:
         line = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise BadInput(f"{what}: not valid YAML/JSON ({line})") from None
-    depth = _json_depth(value)
-    if depth > MAX_DEPTH:
-        raise BadInput(
-            f"{what}: nested {depth} levels deep; at most {MAX_DEPTH} are read"
-        )
+    check_depth(value, what)
     return value
-
-
-def _json_depth(value: Any) -> int:
-    deepest, todo = 0, [(value, 0)]
-    while todo:
-        item, depth = todo.pop()
-        if isinstance(item, (list, dict)):
-            deepest = max(deepest, depth + 1)
-            children = item.values() if isinstance(item, dict) else item
-            todo.extend((child, depth + 1) for child in children)
-    return deepest
 
 
 def _yaml_loader():
@@ -181,8 +164,7 @@ class _Sizes:
         if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
             if len(self.open) >= MAX_DEPTH:
                 raise BadInput(
-                    f"{self.what}: nested more than {MAX_DEPTH} levels deep; at "
-                    f"most {MAX_DEPTH} are read"
+                    f"{self.what}: nested more than {MAX_DEPTH} levels deep (limit)"
                 )
             self.open.append((event.anchor, 1))
         elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
