@@ -52,8 +52,10 @@ LAYERS: list[set[str]] = [
     {"bridge"},
     {"symbolic", "formal", "numeric"},
     # shared base: the error type, progress reporting, the version, the jaxpr walker
-    # (jax only) and test helpers
-    {"_errors", "_progress", "_version", "_jaxpr", "_git", "testing"},
+    # (jax only), test helpers, and the error contract's base (bounded reading, child
+    # processes, environment checks, atomic writes)
+    {"_errors", "_progress", "_version", "_jaxpr", "_git", "testing"}
+    | {"_bounded", "_isolation", "_environment", "_atomic"},
 ]
 
 # Imports that break a rule in modules being rewritten elsewhere, listed so that the

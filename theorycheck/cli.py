@@ -5,24 +5,36 @@ Each command lives in its own module under :mod:`theorycheck.commands` and expos
 * ``NAME`` (the sub-command), ``HELP`` (one line),
 * ``add_arguments(parser)`` and ``run(args) -> int``.
 
-Contract (docs/design.md): ``--json`` prints exactly one JSON object on stdout; exit 0
-on
-success, 2 on bad input with ONE line on stderr naming the bad value (argparse errors
-included: the usage text is printed only for ``--help``), never a traceback for bad
-input. JSON emission lives in :mod:`theorycheck.commands._output`, user code runs
-isolated through :mod:`theorycheck.commands._isolate`.
+Contract (docs/cli.md): ``--json`` prints exactly one JSON object on stdout; exit 0 on
+success, 2 on bad input with ONE line on stderr naming the bad value (argparse errors,
+the environment and unusable paths included: the usage text is printed only for
+``--help``), 130/143 with one line on SIGINT/SIGTERM, 2 when the answer could not be
+written (stdout closed or full); never a traceback for bad input or a signal. JSON
+emission lives in :mod:`theorycheck.commands._output`, user code runs isolated through
+:mod:`theorycheck.commands._isolate`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import importlib
+import os
 import pkgutil
 import re
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
+from theorycheck._environment import (
+    check_jax_environment,
+    check_shadowing,
+    safe_streams,
+)
 from theorycheck._errors import BadInput
+from theorycheck._isolation import Interrupted
 from theorycheck._version import __version__
 
 #: exit status for bad input (argparse uses 2 as well).
@@ -136,13 +148,20 @@ def _check_repeats(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None
         seen.add(flag)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Runs one command; returns its exit status (0 ok, 2 bad input).
+def _say(command: str | None, text: str) -> None:
+    """One line on stderr: ``theorycheck[ COMMAND]: error: TEXT``."""
+    who = f"theorycheck {command}" if command else "theorycheck"
+    line = " ".join(str(text).split())
+    try:
+        print(f"{who}: error: {line}", file=sys.stderr, flush=True)
+    except (OSError, ValueError, AttributeError):  # stderr closed too
+        pass  # the exit status still says it
 
-    ``--help`` and ``--version`` print on stdout and return 0.
-    """
+
+def _parse(argv: list[str]) -> argparse.Namespace | int:
+    """The parsed arguments, or the exit status of ``--help``, ``--version`` or a
+    parse error (printed)."""
     parser = build_parser()
-    argv = sys.argv[1:] if argv is None else list(argv)
     try:
         _check_leading_options(parser, argv)
         args, extra = parser.parse_known_args(argv)
@@ -151,12 +170,130 @@ def main(argv: Sequence[str] | None = None) -> int:
         _check_repeats(args._parser, argv[argv.index(args.command) + 1 :])
     except SystemExit as stop:  # --help, --version, or a parse error (printed)
         return stop.code if isinstance(stop.code, int) else EXIT_BAD_INPUT
+    return args
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command, its bad input and its storage errors as one line and exit 2."""
     try:
+        check_jax_environment()
         return int(args._run(args) or 0)
     except BadInput as err:
-        text = " ".join(str(err).split())
-        print(f"theorycheck {args.command}: error: {text}", file=sys.stderr, flush=True)
+        _say(args.command, str(err))
+    except RecursionError:
+        _say(args.command, "the input is nested too deeply")
+    except OSError as err:
+        if err.filename is None and err.errno not in _WRITE_ERRORS:
+            raise  # neither a path of the user's nor a stream: a bug, with traceback
+        _say(args.command, _os_error_text(err))
+    return EXIT_BAD_INPUT
+
+
+#: what writing to a closed, full or broken stream raises (no file name attached).
+_WRITE_ERRORS = frozenset(
+    {errno.EPIPE, errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EBADF, errno.EFBIG}
+)
+
+
+def _os_error_text(err: OSError) -> str:
+    if err.filename is None:  # a write to stdout: what is left of it is dropped
+        _stdout_broken()
+        return f"the answer could not be written to stdout ({err.strerror or err})"
+    name = os.fsdecode(err.filename)
+    shown = name if len(name) <= 120 else name[:60] + "..." + name[-40:]
+    return f"{shown!r}: {err.strerror or err}"
+
+
+def _stdout_broken() -> bool:
+    """Whether stdout refuses what was written to it (closed, full, a broken pipe);
+    stdout is then pointed at /dev/null, so that the exit's own flush is quiet."""
+    try:
+        sys.stdout.flush()
+        return False
+    except (OSError, ValueError):
+        pass
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return True
+
+
+def _interrupt(signum: int, frame) -> None:
+    """SIGINT/SIGTERM -> :class:`Interrupted`, once: a second signal during the
+    clean-up is ignored, so no traceback can come from it."""
+    for sig in _SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def _signals_interrupt():
+    """SIGINT and SIGTERM raise :class:`Interrupted` in the main thread while a
+    command runs (harnesses kill their children in their ``finally``)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {sig: signal.signal(sig, _interrupt) for sig in _SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def _dispatch(argv: list[str], named: list[str]) -> int:
+    """Checks the environment, parses ``argv`` and runs the command (its name is
+    appended to ``named``); the exit status."""
+    try:
+        check_shadowing()  # before any command module imports numpy or jax
+    except BadInput as err:
+        _say(None, str(err))
         return EXIT_BAD_INPUT
+    args = _parse(argv)
+    if isinstance(args, int):
+        return args
+    named.append(args.command)
+    return _run(args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs one command; returns its exit status: 0 ok, 2 bad input (one line on
+    stderr), 128 + the signal's number on SIGINT (130) or SIGTERM (143), 2 when the
+    answer could not be written (stdout closed or full).
+
+    ``--help`` and ``--version`` print on stdout and return 0. Run as the program
+    (``argv`` is ``None``), a signal ends the process at once after that line (no
+    interpreter shutdown that could meet half-torn-down threads).
+    """
+    as_program = argv is None
+    argv = sys.argv[1:] if argv is None else list(argv)
+    safe_streams()
+    if sys.stdout is None:
+        _say(None, "stdout is closed: the answer could not be written")
+        return EXIT_BAD_INPUT
+    named: list[str] = []  # the command, once parsed (for the interrupt's line)
+    try:
+        with _signals_interrupt():
+            code = _dispatch(argv, named)
+    except KeyboardInterrupt as err:  # Interrupted (SIGINT/SIGTERM) or a Ctrl-C
+        command = named[0] if named else None
+        signum = getattr(err, "signum", signal.SIGINT)
+        _say(command, f"interrupted by {signal.Signals(signum).name}")
+        code = 128 + signum
+        if as_program:
+            _stdout_broken()  # flushes what was written
+            os._exit(code)
+        return code
+    if _stdout_broken():
+        _say(named[0] if named else None, "the answer could not be written to stdout")
+        return EXIT_BAD_INPUT
+    return code
 
 
 if __name__ == "__main__":

@@ -216,6 +216,6 @@ def test_convexity_report_refused_before_any_work(capsys, tmp_path, monkeypatch)
     afile = tmp_path / "a_file"
     afile.write_text("x")
     assert main(["convexity", "sft", "--report", str(afile)]) == 2
-    assert "exists and is not a directory" in capsys.readouterr().err
+    assert "is a file; expected a directory" in capsys.readouterr().err
     assert main(["convexity", "sft", "--report", str(afile / "sub")]) == 2
-    assert "cannot create it" in capsys.readouterr().err
+    assert "is not a writable directory" in capsys.readouterr().err

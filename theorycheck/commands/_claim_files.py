@@ -49,6 +49,7 @@ from typing import Any
 
 from theorycheck import _progress
 from theorycheck._errors import BadInput
+from theorycheck._isolation import guard_child, kill_tree
 from theorycheck.commands._isolate import (
     DEADLINE_BASE_S,
     MAX_TIMEOUT_S,
@@ -319,6 +320,8 @@ def run_claim_files(
                     raise BadInput(follow.timed_out()) from None
                 raise BadInput(follow.died(proc.returncode))
         finally:
+            if proc.returncode is None:  # not reaped: its pid is still the child's
+                kill_tree(proc.pid)  # and what it started in sessions of its own
             _kill_group(proc)  # and whatever it started in its session
             proc.stdout.close()
             proc.wait()
@@ -486,6 +489,7 @@ def _child(workdir: Path) -> None:
 
 
 def _main(workdir: Path) -> None:
+    guard_child(os.getppid(), subreaper=True)  # dies with prove, orphans included
     try:
         _child(workdir)
     except Exception as err:  # noqa: BLE001 -- theorycheck's own failure (a bug)

@@ -1,8 +1,9 @@
 """Running user code where it can be stopped: a child process with a deadline.
 
 :func:`run_isolated` calls ``fn(*args, **kwargs)`` in a fresh Python process (its own
-session, so the whole process group, grandchildren included, is killed at the
-deadline) and returns the value. What the child does is kept off our stdout:
+session; at the deadline, on SIGINT/SIGTERM and when this process dies, the child and
+everything below it are killed: :mod:`theorycheck._isolation`) and returns the value.
+What the child does is kept off our stdout:
 
 * the deadline is a wall clock: an endless ``while True``, ``time.sleep``, an endless
   ``lax.while_loop`` or a loop at the top level of the user's module are all stopped,
@@ -47,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from theorycheck._errors import BadInput
+from theorycheck._isolation import kill_group, kill_tree
 
 __all__ = [
     "MAX_TIMEOUT_S",
@@ -203,17 +205,8 @@ def _streams(workdir: Path):
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _kill_tree(proc: subprocess.Popen) -> None:
-    """Kills what the child started in sessions of their own (outside its group)."""
-    from theorycheck.commands._isolate_child import kill_descendants
-
-    kill_descendants(proc.pid)
+    """The process group ``proc`` leads, killed (the claims harness uses it)."""
+    kill_group(proc.pid)
 
 
 def _forward(workdir: Path) -> None:
@@ -270,7 +263,7 @@ def run_isolated(
         out, err, live = _streams(workdir)
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", _CHILD, str(workdir)],
+                [sys.executable, "-m", _CHILD, str(workdir), str(os.getpid())],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
@@ -281,21 +274,28 @@ def run_isolated(
             if not live:
                 out.close()
                 err.close()
-        try:
-            proc.wait(timeout=deadline_s)
-        except subprocess.TimeoutExpired:
-            _kill_tree(proc)
-            _kill_group(proc)
-            proc.wait()
+        _wait(proc, deadline_s, label, deadline_text)
+        return _outcome(workdir, proc.returncode, label, live)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _wait(proc, deadline_s: float, label: str, deadline_text: str | None) -> None:
+    """Waits for the child; kills it and everything below it at the deadline or
+    when this wait is interrupted (SIGINT, SIGTERM), before the exception goes on."""
+    try:
+        proc.wait(timeout=deadline_s)
+    except BaseException as err:
+        kill_tree(proc.pid)  # not reaped yet: the pid is still the child's
+        proc.wait()
+        if isinstance(err, subprocess.TimeoutExpired):
             raise BadInput(
                 f"{label}: stopped at the deadline of "
                 f"{deadline_text or f'{deadline_s:g} s'} (still running)"
             ) from None
-        finally:
-            _kill_group(proc)  # grandchildren the call left behind
-        return _outcome(workdir, proc.returncode, label, live)
+        raise
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        kill_group(proc.pid)  # grandchildren the call left behind in its group
 
 
 def _outcome(workdir: Path, returncode: int, label: str, live: bool) -> Any:

@@ -5,7 +5,9 @@ call can end (an exception, ``sys.exit``), ``("internal", message)`` when the ca
 its result cannot be (un)pickled. The user's code never travels back: a function or
 class of the user's files inside the result is sent as a marker that the parent reads
 as ``None`` (a result may carry the resolved loss; the parent must not run it). The
-child then leaves with ``os._exit`` (no atexit hooks of the user's code).
+child then leaves with ``os._exit`` (no atexit hooks of the user's code). It is
+guarded by :func:`theorycheck._isolation.guard_child`: it dies with the parent, and
+orphans of the user's code stay below it to be killed.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from theorycheck._errors import BadInput
+from theorycheck._isolation import descendants, guard_child, kill_descendants
+
+__all__ = ["USER_CODE", "descendants", "kill_descendants"]
 
 
 def _where(err: BaseException, user_files: Sequence[str]) -> str:
@@ -105,49 +110,8 @@ def _call(workdir: Path) -> bytes:
         return pickle.dumps(("internal", message))
 
 
-def _subreaper() -> None:
-    """Linux: orphans of the user's code (a double fork) become our children, so
-    that :func:`kill_descendants` finds them."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(
-            36, 1, 0, 0, 0
-        )  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (Linux ``/proc``; empty elsewhere)."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = entry.read_text()
-        except OSError:
-            continue
-        fields = text.rsplit(")", 1)[-1].split()
-        parents.setdefault(int(fields[1]), []).append(int(entry.parent.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def kill_descendants(pid: int) -> None:
-    """SIGKILL every process below ``pid``: a child the user's code started in its
-    own session (``start_new_session=True``) is outside our process group."""
-    for child in descendants(pid):
-        try:
-            os.kill(child, 9)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def _child(workdir: Path) -> None:
-    _subreaper()
+def _child(workdir: Path, parent: int) -> None:
+    guard_child(parent, subreaper=True)
     blob = _call(workdir)
     kill_descendants(os.getpid())
     tmp = workdir / "result.tmp"
@@ -159,4 +123,4 @@ def _child(workdir: Path) -> None:
 
 
 if __name__ == "__main__":
-    _child(Path(sys.argv[1]))
+    _child(Path(sys.argv[1]), int(sys.argv[2]))

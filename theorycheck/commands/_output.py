@@ -91,6 +91,8 @@ def check_output_path(
 
 def _checked_file(flag: str, text: str, suffixes: tuple[str, ...] | None) -> Path:
     target = Path(text)
+    if os.path.lexists(target) and not target.exists():
+        raise BadInput(f"{flag} {text!r} is a broken or looping symbolic link")
     if target.is_dir():
         raise BadInput(f"{flag} {text!r} is a directory; expected a file path")
     if suffixes is not None and target.suffix.lower() not in suffixes:
@@ -138,6 +140,10 @@ def _checked_dir(flag: str, text: str) -> Path:
         raise BadInput(f"{flag} {text!r} is a file; expected a directory")
     probe = target
     while not probe.exists():
+        if os.path.lexists(probe):
+            raise BadInput(
+                f"{flag} {text!r}: {str(probe)!r} is a broken or looping symbolic link"
+            )
         probe = probe.parent
     if not probe.is_dir() or not _writable(probe):
         raise BadInput(f"{flag} {text!r}: {str(probe)!r} is not a writable directory")

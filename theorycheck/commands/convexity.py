@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import pathlib
 import re
 
@@ -80,7 +79,9 @@ def _logits(text: str) -> np.ndarray:
             )
         return arr.astype(np.float64)
     if text.endswith(".txt"):
-        text = path.read_text()
+        from theorycheck._bounded import MAX_BATCH_BYTES, read_bounded_text
+
+        text = read_bounded_text(path, f"--at {text!r}", MAX_BATCH_BYTES)
     items = [t for t in re.split(r"[,\s]+", text.strip()) if t]
     try:
         return np.asarray([float(t) for t in items], np.float64)
@@ -92,17 +93,15 @@ def _logits(text: str) -> np.ndarray:
 
 def _report_dir(text: str) -> pathlib.Path:
     """``--report DIR``, checked (and created) before any work."""
-    out = pathlib.Path(text)
-    if out.exists() and not out.is_dir():
-        raise BadInput(f"--report {text!r}: exists and is not a directory")
+    from theorycheck.commands._output import check_output_dir
+
+    out = check_output_dir("--report", text)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise BadInput(
             f"--report {text!r}: cannot create it ({err.strerror})"
         ) from None
-    if not os.access(out, os.W_OK):
-        raise BadInput(f"--report {text!r}: the directory is not writable")
     return out
 
 

@@ -4,7 +4,9 @@ transcendental expressions, e.g. SAPO's e^{tau (r - 1)} margin).
 :func:`run_in_process` (the structure stage) runs the work in a spawned worker process
 and kills it when the budget is spent: a hard limit. The worker is kept between calls
 (spawning one and importing SymPy and JAX into it costs seconds per verdict); a worker
-that ran past its budget is killed and the next call spawns a fresh one.
+that ran past its budget is killed and the next call spawns a fresh one. Every worker
+is guarded (:func:`theorycheck._isolation.guard_child`): it dies with this process
+(a SIGKILL or a crash included) and leaves Ctrl-C to it.
 :func:`run_within` (the formal stage) runs it in a daemon worker thread and interrupts
 it with an asynchronous exception, raised at its next Python bytecode; that is best
 effort, because a C call that holds the GIL (SymPy's heuristic gcd inside
@@ -15,11 +17,14 @@ from __future__ import annotations
 
 import ctypes
 import multiprocessing
+import os
 import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+from theorycheck._isolation import guard_child
 
 __all__ = [
     "Deadline",
@@ -95,7 +100,8 @@ def run_within(seconds: float, fn: Callable[..., Any], *args, **kwargs) -> Any:
     return box["value"]
 
 
-def _child(conn, fn, args, kwargs):
+def _child(conn, parent, fn, args, kwargs):
+    guard_child(parent)  # dies with the parent; Ctrl-C is the parent's to answer
     try:
         conn.send((True, fn(*args, **kwargs)))
     except BaseException as err:  # re-raised in the parent
@@ -104,8 +110,9 @@ def _child(conn, fn, args, kwargs):
         conn.close()
 
 
-def _serve(conn) -> None:
+def _serve(conn, parent) -> None:
     """The kept worker's loop: ``(fn, args, kwargs)`` in, ``(ok, value)`` out."""
+    guard_child(parent)  # dies with the parent; Ctrl-C is the parent's to answer
     while True:
         try:
             fn, args, kwargs = conn.recv()
@@ -127,7 +134,7 @@ class _Worker:
     def __init__(self) -> None:
         ctx = multiprocessing.get_context("spawn")
         self.conn, child = ctx.Pipe(duplex=True)
-        self.proc = ctx.Process(target=_serve, args=(child,), daemon=True)
+        self.proc = ctx.Process(target=_serve, args=(child, os.getpid()), daemon=True)
         self.proc.start()
         child.close()
 
@@ -191,7 +198,9 @@ def _run_fresh(seconds: float, fn, args, kwargs) -> Any:
     """:func:`run_in_process` in a process of its own, ended after the call."""
     ctx = multiprocessing.get_context("spawn")
     receiver, sender = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(sender, fn, args, kwargs), daemon=True)
+    proc = ctx.Process(
+        target=_child, args=(sender, os.getpid(), fn, args, kwargs), daemon=True
+    )
     proc.start()
     sender.close()
     try:
@@ -235,7 +244,9 @@ class Pending:
         if not self._kept:  # another thread uses the kept worker
             ctx = multiprocessing.get_context("spawn")
             self._conn, sender = ctx.Pipe(duplex=False)
-            self._proc = ctx.Process(target=_child, args=(sender, *call), daemon=True)
+            self._proc = ctx.Process(
+                target=_child, args=(sender, os.getpid(), *call), daemon=True
+            )
             self._proc.start()
             sender.close()
             return

@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from theorycheck._atomic import write_text_atomic
 from theorycheck.convexity._check import ConvexityResult
 from theorycheck.convexity._resolve import ResolvedLoss, build_inputs
 
@@ -218,5 +219,4 @@ def write_report(
         ]
     lines += ["", f"![conditions and minimum eigenvalue]({stem}.png)", "", slice_note]
     path = out / f"{stem}.md"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return write_text_atomic(path, "\n".join(lines) + "\n")  # whole or absent

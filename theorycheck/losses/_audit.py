@@ -20,12 +20,12 @@ of the sampled token, ``adv`` ``[S]`` or ``[S, T]``, ``mask`` ``[S, T]`` (1 = va
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
 
+from theorycheck._bounded import MAX_BATCH_BYTES, check_npz_size, load_json
 from theorycheck._errors import BadInput
 from theorycheck.losses._corrections import CORRECTIONS, sequence_ratio_stats
 from theorycheck.losses._params import get_rule
@@ -43,7 +43,9 @@ AUDITABLE = tuple(
 
 def _read(path: Path) -> dict:
     """The raw fields of a BATCH file (numpy arrays, not yet validated)."""
+    what = f"BATCH {str(path)!r}"
     if path.suffix == ".npz":
+        check_npz_size(path, what, MAX_BATCH_BYTES)  # bounded: theorycheck._bounded
         with open(path, "rb") as fh:  # ours to close, whatever np.load raises
             data = np.load(fh, allow_pickle=False)
             if not isinstance(data, np.lib.npyio.NpzFile):
@@ -54,7 +56,7 @@ def _read(path: Path) -> dict:
             with data:
                 return {k: np.asarray(data[k]) for k in data.files}
     if path.suffix == ".json":
-        raw = json.loads(path.read_text())
+        raw = load_json(path, what, MAX_BATCH_BYTES)
         if not isinstance(raw, dict):
             raise BadInput(
                 f"BATCH {str(path)!r} holds a JSON {type(raw).__name__}; expected "

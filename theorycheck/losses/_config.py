@@ -12,9 +12,15 @@ listed with why it is not interpreted.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from theorycheck._bounded import (
+    MAX_CONFIG_BYTES,
+    check_interpolations,
+    parse_config_text,
+    read_bounded_text,
+    refuse_nan,
+)
 from theorycheck._errors import BadInput
 from theorycheck.losses import (
     _resolve_miles,
@@ -58,17 +64,9 @@ def load_config(path, overrides=()) -> dict:
     p = Path(path)
     if not p.is_file():
         raise BadInput(f"config {str(path)!r}: no such file")
-    try:
-        text = p.read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise BadInput(f"config {str(path)!r}: unreadable ({err})") from None
-    import yaml
-
-    try:
-        raw = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as err:
-        line = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise BadInput(f"config {str(path)!r}: not valid YAML/JSON ({line})") from None
+    what = f"config {str(path)!r}"
+    text = read_bounded_text(p, what, MAX_CONFIG_BYTES)  # bounded: theorycheck._bounded
+    raw = parse_config_text(text, p.name, what)
     if not isinstance(raw, dict):
         raise BadInput(
             f"config {str(path)!r}: holds a {type(raw).__name__}, not a mapping"
@@ -81,10 +79,13 @@ def load_config(path, overrides=()) -> dict:
             OmegaConf.create(raw),
             OmegaConf.from_dotlist([o.lstrip("+") for o in overrides]),
         )
-        return OmegaConf.to_container(cfg, resolve=True)
+        check_interpolations(OmegaConf.to_container(cfg), what)  # overrides too
+        out = OmegaConf.to_container(cfg, resolve=True)
     except OmegaConfBaseException as err:
         line = str(err).splitlines()[0]
         raise BadInput(f"config {str(path)!r}: {line}") from None
+    refuse_nan(out, what)
+    return out
 
 
 def detect_framework(flat: dict) -> str:

@@ -15,6 +15,8 @@ from theorycheck.losses._spec import LossSpec
 
 #: keys whose values must be whole numbers.
 _INTEGER_KEYS = ("topk", "length")
+#: the largest whole-number value (JAX's default integers are 32-bit).
+_LARGEST_INTEGER = 2**31 - 1
 
 
 def get_rule(name: str, *, token: bool = False) -> LossSpec:
@@ -124,6 +126,8 @@ def _check_value(name: str, key: str, v: float) -> None:
 
     if key in _INTEGER_KEYS and not float(v).is_integer():
         bad("must be a whole number")
+    if key in _INTEGER_KEYS and abs(v) > _LARGEST_INTEGER:  # before it reaches JAX
+        bad(f"must be at most {_LARGEST_INTEGER} (a 32-bit integer)")
     ok, why = _RANGES.get(key, (lambda v: True, ""))
     if not ok(v):
         bad(why)
