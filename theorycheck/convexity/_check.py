@@ -197,6 +197,42 @@ def _formal_refutation(frec, fout, resolved, inputs, v, k, seen, record):
     return [st.attach(frec, ce | exact), clean]
 
 
+def _v_records(resolved, gen, inputs, record) -> list[StageRecord]:
+    """The derivation in V's refutation for every V >= V0, where its form's
+    :math:`F_w` is negative for those V (:func:`theorycheck.convexity._vform.
+    v_threshold`), with its witness (all logits 0, direction e_1 - e_2) re-checked
+    in float64 at V0; nothing when it does not apply or does not re-check."""
+    from theorycheck.convexity._vform import v_threshold
+
+    v0 = v_threshold(gen.vform) if gen.vform is not None else None
+    if v0 is None or v0 > MAX_VOCAB:
+        return []
+    logits, u = np.zeros(v0), np.zeros(v0)
+    u[1], u[2] = 1.0, -1.0
+    where = f"all logits 0, u = e_1 - e_2, V = {v0}"
+    check = st.recheck_stage(resolved.loss, logits, u, inputs(v0, 0).numeric, where)
+    if check.status is not StageStatus.CONFIRMED:
+        return [dataclasses.replace(check, counterexample=None)]
+    detail = (
+        f"the loss is F(x, w, T) = {gen.vform.form}; dF/dw < 0 for every V >= {v0} "
+        "(a polynomial in V times a positive factor): the direction u = e_i - e_j "
+        "(two other tokens) has u^T H u = dF/dw * variance < 0 at every point"
+    )
+    ce = st._counterexample(logits, u, check.counterexample["curvature"], v0, 0, record)
+    return [
+        StageRecord(
+            "derivation in V",
+            StageStatus.REFUTED,
+            detail,
+            Stage.FORMAL,
+            Scope.every(v0),
+            Scope.every(v0),
+            counterexample=ce,
+        ),
+        dataclasses.replace(check, counterexample=None),
+    ]
+
+
 def _symbolic_stages(
     resolved, spec, params, inputs, vocab, timeout_s, tokens, dynamic, meanwhile=None
 ):
@@ -346,7 +382,7 @@ def check_convexity(
     records, out, searched_rec = _symbolic_stages(
         resolved, spec, params, inputs, vocab, timeout_s, tokens, gen.traced, search
     )
-    records[1:1] = generic
+    records[1:1] = generic + _v_records(resolved, gen, inputs, record)
     records.append(searched_rec)
     if out.derived.get(3) is not None and any(
         r.status is StageStatus.PROVED
