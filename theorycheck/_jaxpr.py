@@ -47,6 +47,7 @@ CALL_JAXPR: dict[str, tuple[str, ...]] = {
     "custom_vjp_call": ("call_jaxpr", "fun_jaxpr"),
     "custom_vjp_call_jaxpr": ("fun_jaxpr",),
     "remat": ("jaxpr",),
+    "remat2": ("jaxpr",),
     "checkpoint": ("jaxpr",),
 }
 

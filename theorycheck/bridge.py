@@ -566,6 +566,16 @@ _CONTROL = {
 }
 
 
+def _clamped(shape, starts, sizes) -> tuple[slice, ...]:
+    """The slices of ``lax.dynamic_slice``: each start clamped into
+    ``[0, dim - size]``, as JAX defines it (never out of range)."""
+    out = []
+    for dim, s, n in zip(shape, starts, sizes):
+        start = min(max(int(np.asarray(s).item()), 0), dim - n)
+        out.append(slice(start, start + n))
+    return tuple(out)
+
+
 def _custom_name(params) -> str:
     info = getattr(params["call_jaxpr"].jaxpr, "debug_info", None)
     return getattr(info, "func_name", "") or ""
@@ -615,8 +625,11 @@ def _apply(name, ins, params):  # noqa: C901 - one dispatch table
             )
         ]
     if name == "dynamic_slice":
-        starts = [int(np.asarray(s).item()) for s in ins[1:]]
-        return x[tuple(slice(s, s + n) for s, n in zip(starts, params["slice_sizes"]))]
+        return x[_clamped(x.shape, ins[1:], params["slice_sizes"])]
+    if name == "dynamic_update_slice":
+        out = x.copy()
+        out[_clamped(x.shape, ins[2:], ins[1].shape)] = ins[1]
+        return out
     if name == "gather":
         return _gather(x, ins[1], params["dimension_numbers"], params["slice_sizes"])
     if name.startswith("scatter"):

@@ -197,6 +197,89 @@ def _formal_refutation(frec, fout, resolved, inputs, v, k, seen, record):
     return [st.attach(frec, ce | exact), clean]
 
 
+#: The vocabulary sizes of the tokenizers RL users train (Llama 2 / Mistral 7B,
+#: Mistral v3, SmolLM2 / StarCoder, GPT-2, Llama 3, DeepSeek-V3, Qwen2 / Qwen2.5,
+#: Qwen2.5 padded, GPT-OSS o200k, Gemma 3): a loss whose formula is not shown to
+#: be one for every V is probed at each of them (:func:`_tokenizer_records`).
+TOKENIZER_VOCABS = (
+    32000, 32768, 49152, 50257, 128256, 129280, 151936, 152064, 201088, 262144,
+)  # fmt: skip
+
+
+def _probes(v: int, k: int):
+    """``(where, logits, direction)`` probed at one V: the uniform point and one
+    with the sampled logit 3 above and below the rest, along the variance
+    direction of two other tokens and along ``e_k - e_j``."""
+    i, j = [t for t in (0, 1, 2) if t != k][:2]
+    for shift in (0.0, 3.0, -3.0):
+        z = np.zeros(v)
+        z[k] = shift
+        for name, (a, b) in (("e_i - e_j", (i, j)), ("e_k - e_j", (k, j))):
+            u = np.zeros(v)
+            u[a], u[b] = 1.0, -1.0
+            yield f"z_k = {shift:g}, rest 0, u = {name}, V = {v}", z, u
+
+
+def _curvatures(loss, v: int, numeric, probes) -> np.ndarray:
+    """``uᵀ H u`` at every probe, by one compiled Hessian-vector product per V."""
+
+    def curvature(z, u):
+        grad = jax.grad(lambda x: loss(x, 0, **numeric))
+        return u @ jax.jvp(grad, (z,), (u,))[1]
+
+    with jax.enable_x64(True):
+        zs = jnp.asarray(np.stack([z for _, z, _ in probes]), jnp.float64)
+        us = jnp.asarray(np.stack([u for _, _, u in probes]), jnp.float64)
+        return np.asarray(jax.jit(jax.vmap(curvature))(zs, us))
+
+
+def _tokenizer_records(records, resolved, gen, inputs, vocab) -> list[StageRecord]:
+    """The loss at the tokenizer sizes (and the requested V above 512), evaluated at
+    that V: a few Hessian-vector products (:func:`_probes`); the most negative one
+    is re-checked in float64 by two routes. Runs when the derivation in V does not
+    show one formula for every V and no counterexample is known yet; its
+    refutation names that V only."""
+    if any(r.counterexample for r in records) or (
+        gen.vform is not None and gen.vform.covered and gen.vform.v_free
+    ):
+        return []
+    record = inputs(min(vocab), 0).params
+    sizes = sorted(set(TOKENIZER_VOCABS) | {v for v in vocab if v > 512})
+    stage(f"probing the loss at V = {', '.join(map(str, sizes))}")
+    for v in sizes:
+        numeric = inputs(v, 0).numeric
+        probes = list(_probes(v, 0))
+        try:
+            curv = _curvatures(resolved.loss, v, numeric, probes)
+        except Exception:  # noqa: BLE001 - the user's loss at this V: not probed
+            continue
+        if not np.nanmin(curv) < -st.POSITIVE_CURVATURE:
+            continue
+        where, z, u = probes[int(np.nanargmin(curv))]
+        check = st.recheck_stage(resolved.loss, z, u, numeric, where)
+        if check.status is StageStatus.CONFIRMED:
+            return _tokenizer_refutation(check, where, z, u, v, record)
+    detail = (
+        f"no negative curvature at V = {', '.join(map(str, sizes))} "
+        f"({6 * len(sizes)} Hessian-vector products at that V; not a proof)"
+    )
+    return [StageRecord("tokenizer sizes", StageStatus.UNKNOWN, detail, Stage.NOTE)]
+
+
+def _tokenizer_refutation(check, where, z, u, v, record) -> list[StageRecord]:
+    curv = check.counterexample["curvature"]
+    rec = StageRecord(
+        "tokenizer sizes",
+        StageStatus.REFUTED,
+        f"u^T H u = {curv:.6g} at {where} (evaluated at that V)",
+        Stage.SEARCH,
+        Scope.of(v),
+        Scope.of(v),
+        counterexample=st._counterexample(z, u, curv, v, 0, record),
+    )
+    return [rec, dataclasses.replace(check, counterexample=None)]
+
+
 def _v_records(resolved, gen, inputs, record) -> list[StageRecord]:
     """The derivation in V's refutation for every V >= V0, where its form's
     :math:`F_w` is negative for those V (:func:`theorycheck.convexity._vform.
@@ -383,6 +466,7 @@ def check_convexity(
         resolved, spec, params, inputs, vocab, timeout_s, tokens, gen.traced, search
     )
     records[1:1] = generic + _v_records(resolved, gen, inputs, record)
+    records += _tokenizer_records(records, resolved, gen, inputs, vocab)
     records.append(searched_rec)
     if out.derived.get(3) is not None and any(
         r.status is StageStatus.PROVED
