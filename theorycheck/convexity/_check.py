@@ -222,15 +222,22 @@ def _probes(v: int, k: int):
 
 def _curvatures(loss, v: int, numeric, probes) -> np.ndarray:
     """``uᵀ H u`` at every probe, by one compiled Hessian-vector product per V."""
+    # the per-token inputs are arguments: as constants of the compiled program XLA
+    # would fold them (minutes at V = 262144)
+    scalars = {k: v for k, v in numeric.items() if np.ndim(v) == 0}
 
-    def curvature(z, u):
-        grad = jax.grad(lambda x: loss(x, 0, **numeric))
+    def curvature(z, u, arrays):
+        grad = jax.grad(lambda x: loss(x, 0, **scalars, **arrays))
         return u @ jax.jvp(grad, (z,), (u,))[1]
 
     with jax.enable_x64(True):
+        arrays = {
+            k: jnp.asarray(v, jnp.float64) for k, v in numeric.items() if np.ndim(v) > 0
+        }
         zs = jnp.asarray(np.stack([z for _, z, _ in probes]), jnp.float64)
         us = jnp.asarray(np.stack([u for _, _, u in probes]), jnp.float64)
-        return np.asarray(jax.jit(jax.vmap(curvature))(zs, us))
+        run = jax.jit(jax.vmap(curvature, in_axes=(0, 0, None)))
+        return np.asarray(run(zs, us, arrays))
 
 
 def _tokenizer_records(records, resolved, gen, inputs, vocab) -> list[StageRecord]:
