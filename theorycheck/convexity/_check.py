@@ -250,8 +250,12 @@ def _tokenizer_records(records, resolved, gen, inputs, vocab) -> list[StageRecor
         gen.vform is not None and gen.vform.covered and gen.vform.v_free
     ):
         return []
-    record = inputs(min(vocab), 0).params
     sizes = sorted(set(TOKENIZER_VOCABS) | {v for v in vocab if v > 512})
+    if callable(getattr(resolved.loss, "symbolic_v", None)):
+        # a translated (PyTorch) loss is rebuilt at each V: not at vocabulary scale
+        detail = "not probed at the tokenizer sizes: the translation is built per V"
+        return [StageRecord("tokenizer sizes", StageStatus.SKIPPED, detail, Stage.NOTE)]
+    record = inputs(min(vocab), 0).params
     stage(f"probing the loss at V = {', '.join(map(str, sizes))}")
     for v in sizes:
         numeric = inputs(v, 0).numeric
