@@ -264,9 +264,10 @@ def _tokenizer_records(records, resolved, gen, inputs, vocab) -> list[StageRecor
             curv = _curvatures(resolved.loss, v, numeric, probes)
         except Exception:  # noqa: BLE001 - the user's loss at this V: not probed
             continue
-        if not np.nanmin(curv) < -st.POSITIVE_CURVATURE:
+        curv = np.where(np.isfinite(curv), curv, np.inf)  # not finite: no witness
+        if not curv.min() < -st.POSITIVE_CURVATURE:
             continue
-        where, z, u = probes[int(np.nanargmin(curv))]
+        where, z, u = probes[int(np.argmin(curv))]
         check = st.recheck_stage(resolved.loss, z, u, numeric, where)
         if check.status is StageStatus.CONFIRMED:
             return _tokenizer_refutation(check, where, z, u, v, record)

@@ -225,13 +225,32 @@ def _sum_others(g) -> sp.Expr:
             out += (V - 1) * coeff
         elif dep == ZI:
             out += coeff * T
-        elif dep == sp.exp(ZI):
+        elif _scale(dep) is not None:
             out += coeff * sp.exp(W)
         elif dep.free_symbols <= {ZI}:
             out += coeff * Sep(sp.Lambda(ZI, dep))
         else:
             raise NotCovered(f"a token-axis sum of {dep} (not 1, z_i or exp(z_i))")
     return out
+
+
+#: The scales a of the exponentials exp(a z_i) summed over the tokens, in the
+#: derivation now running (one scale is allowed: w = log sum exp(a z_i) is then
+#: the log-sum-exp of the scaled logits a z, an invertible map of the logits).
+_SCALES: set = set()
+
+
+def _scale(dep):
+    """``a`` when ``dep`` is :math:`e^{a z_i}` with a nonzero constant ``a``."""
+    if not isinstance(dep, sp.exp):
+        return None
+    a = sp.simplify(dep.args[0] / ZI)
+    if a.free_symbols or a == 0:
+        return None
+    _SCALES.add(a)
+    if len(_SCALES) > 1:
+        raise NotCovered(f"token-axis sums of exp(a z_i) at several scales {_SCALES}")
+    return a
 
 
 def _index_of(x) -> int:
@@ -520,6 +539,7 @@ def derive_in_v(
 
 
 def _form(loss, numeric, record) -> sp.Expr:
+    _SCALES.clear()
     scalars, arrays = inputs_in_v(numeric, record)
     closed = _trace(loss, scalars, arrays)
     args = [Tok(X, ZI)] + [arrays[n] for n in sorted(arrays)]
