@@ -224,3 +224,43 @@ def test_a_select_on_a_condition_of_too_many_branches_is_unsupported_at_once():
     # two such terms (4 combinations) still translate, and exactly
     expr = sympy_from_jax(loss, z6[:2], sampled=0)
     assert expr.subs({z6[0]: 3, z6[1]: 0}) == 3
+
+
+def test_dynamic_slice_clamps_its_start_as_jax_defines_it():
+    # start k + 2 = 2 with two values of three: JAX clamps the start to 1
+    z = sp.symbols("z0:3", real=True)
+    got = sympy_from_jax(
+        lambda x, k: jnp.sum(jax.lax.dynamic_slice(x, (k + 2,), (2,)) ** 2),
+        z,
+        sampled=0,
+    )
+    assert sp.simplify(got - (z[1] ** 2 + z[2] ** 2)) == 0
+    upd = sympy_from_jax(
+        lambda x, k: jnp.sum(jax.lax.dynamic_update_slice(x, jnp.zeros(2), (k + 2,))),
+        z,
+        sampled=0,
+    )
+    assert upd == z[0]
+
+
+def test_checkpoint_is_interpreted_through_its_body():
+    z = sp.symbols("z0:3", real=True)
+    got = sympy_from_jax(
+        jax.checkpoint(lambda x, k: -jax.nn.log_softmax(x)[k]), z, sampled=1
+    )
+    assert sp.simplify(got - (-z[1] + sp.log(sum(sp.exp(t) for t in z)))) == 0
+
+
+@pytest.mark.parametrize(
+    "cast",
+    [
+        lambda v: jax.lax.reduce_precision(v, exponent_bits=8, mantissa_bits=7),
+        lambda v: v.astype(jnp.bfloat16),
+        lambda v: v.astype(jnp.float16),
+        lambda v: v.astype(jnp.float32),
+    ],
+)
+def test_rounding_has_no_translation(cast):
+    z = sp.symbols("z0:3", real=True)
+    with pytest.raises(UnsupportedOperation, match="rounds"):
+        sympy_from_jax(lambda x, k: cast(-jax.nn.log_softmax(x)[k]), z, sampled=0)

@@ -28,6 +28,7 @@ from jax.extend import core as jcore
 
 __all__ = [
     "CALL_JAXPR",
+    "rounds",
     "affine_prefix",
     "has_primitive",
     "interpret",
@@ -46,12 +47,21 @@ CALL_JAXPR: dict[str, tuple[str, ...]] = {
     "custom_vjp_call": ("call_jaxpr", "fun_jaxpr"),
     "custom_vjp_call_jaxpr": ("fun_jaxpr",),
     "remat": ("jaxpr",),
+    "remat2": ("jaxpr",),
     "checkpoint": ("jaxpr",),
 }
 
 #: Elementwise primitives that keep a value affine in the logits when the other
 #: operand does not depend on them.
 _AFFINE = {"mul", "div", "add", "sub", "neg", "convert_element_type", "copy"}
+
+
+def rounds(dtype) -> bool:
+    """A cast to ``dtype`` rounds a float64 value: a floating type of fewer than 64
+    bits (``float32``, ``float16``, ``bfloat16``, the ``float8`` types)."""
+    import jax.numpy as jnp
+
+    return bool(jnp.issubdtype(dtype, jnp.floating)) and np.dtype(dtype).itemsize < 8
 
 
 def sub_jaxpr(eqn) -> tuple[Any, Sequence[Any]] | None:

@@ -208,7 +208,10 @@ _UNARY: dict[str, Callable] = {
     "copy": lambda x: x,
     "copy_p": lambda x: x,
     "real": lambda x: x,
-    "reduce_precision": lambda x: x,
+    "reduce_precision": lambda x: _unsupported(
+        "JAX primitive 'reduce_precision' rounds its value (a step function, never "
+        "the identity)"
+    ),
     "optimization_barrier": lambda x: x,
     "atan": sp.atan,
     "asin": sp.asin,
@@ -249,6 +252,22 @@ _CLOSED_FORMS: dict[str, Callable] = {
     "logaddexp": lambda a, b: sp.log(sp.exp(a) + sp.exp(b)),
     "relu": lambda x: sp.Piecewise((x, x > 0), (0, True)),  # relu'(0) = 0, as in JAX
 }
+
+
+def _to_float(x, dtype: np.dtype):
+    """A cast to ``dtype``: exact for booleans and integers; a float cast to fewer
+    than 64 bits rounds (a step function) and has no translation."""
+    if not jnp.issubdtype(dtype, jnp.floating):
+        return x
+    out = _ew(_to_bool_num, x)
+    if _jaxpr.rounds(dtype) and not all(
+        isinstance(v, sp.Integer) for v in np.asarray(out, dtype=object).ravel()
+    ):
+        raise UnsupportedOperation(
+            f"JAX primitive 'convert_element_type' to {dtype.name} rounds a float64 "
+            "value (a step function, never the identity)"
+        )
+    return out
 
 
 def _box(r) -> np.ndarray:
@@ -547,6 +566,16 @@ _CONTROL = {
 }
 
 
+def _clamped(shape, starts, sizes) -> tuple[slice, ...]:
+    """The slices of ``lax.dynamic_slice``: each start clamped into
+    ``[0, dim - size]``, as JAX defines it (never out of range)."""
+    out = []
+    for dim, s, n in zip(shape, starts, sizes):
+        start = min(max(int(np.asarray(s).item()), 0), dim - n)
+        out.append(slice(start, start + n))
+    return tuple(out)
+
+
 def _custom_name(params) -> str:
     info = getattr(params["call_jaxpr"].jaxpr, "debug_info", None)
     return getattr(info, "func_name", "") or ""
@@ -563,7 +592,7 @@ def _apply(name, ins, params):  # noqa: C901 - one dispatch table
         x = ins[0]
         if np.dtype(params["new_dtype"]).kind in "iu":
             return _ew(_to_int, x)
-        return _ew(_to_bool_num, x) if np.dtype(params["new_dtype"]).kind == "f" else x
+        return _to_float(x, np.dtype(params["new_dtype"]))
     if name == "select_n":
         return _ew(_select, *ins)
     if name == "clamp":
@@ -596,8 +625,11 @@ def _apply(name, ins, params):  # noqa: C901 - one dispatch table
             )
         ]
     if name == "dynamic_slice":
-        starts = [int(np.asarray(s).item()) for s in ins[1:]]
-        return x[tuple(slice(s, s + n) for s, n in zip(starts, params["slice_sizes"]))]
+        return x[_clamped(x.shape, ins[1:], params["slice_sizes"])]
+    if name == "dynamic_update_slice":
+        out = x.copy()
+        out[_clamped(x.shape, ins[2:], ins[1].shape)] = ins[1]
+        return out
     if name == "gather":
         return _gather(x, ins[1], params["dimension_numbers"], params["slice_sizes"])
     if name.startswith("scatter"):

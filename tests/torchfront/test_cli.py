@@ -59,13 +59,13 @@ def test_convex_and_not_convex_logits_forms():
     """-log pi_k is convex for every V (closed form: H = S >= 0); -A log pi_k with the
     function's own A = -1 is not (H = -S)."""
     ce = _verdict([f"{CORPUS}:cross_entropy"])
-    # the per-V programs are one formula for every V (docs/convexity.md's scope
-    # rules) and the torch source exports with a dynamic V; sampled is a Python int
-    # in the trace, so no relabelling argument: the structure's proof covers k = 0,
-    # z3 every k at V = 3
+    # the translation is built per V, so the derivation in V (docs/convexity.md's
+    # scope rules) cannot read it: the structure's proof covers the V it derived;
+    # sampled is a Python int in the trace, so no relabelling argument: the proof
+    # covers k = 0, z3 every k at V = 3
     assert ce["verdict"] == "convex"
     assert ce["scope"] == (
-        "all V >= 2, sampled token k = 0; V = 3, every sampled token"
+        "V in {3, 4}, sampled token k = 0; V = 3, every sampled token"
     ), ce["scope"]
     neg = _verdict([f"{CORPUS}:reinforce_neg"])
     assert neg["verdict"] == "not_convex" and neg["params"]["adv"] == -1.0

@@ -197,6 +197,137 @@ def _formal_refutation(frec, fout, resolved, inputs, v, k, seen, record):
     return [st.attach(frec, ce | exact), clean]
 
 
+#: The vocabulary sizes of the tokenizers RL users train (Llama 2 / Mistral 7B,
+#: Mistral v3, SmolLM2 / StarCoder, GPT-2, Llama 3, DeepSeek-V3, Qwen2 / Qwen2.5,
+#: Qwen2.5 padded, GPT-OSS o200k, Gemma 3): a loss whose formula is not shown to
+#: be one for every V is probed at each of them (:func:`_tokenizer_records`).
+TOKENIZER_VOCABS = (
+    32000, 32768, 49152, 50257, 128256, 129280, 151936, 152064, 201088, 262144,
+)  # fmt: skip
+
+
+def _probes(v: int, k: int):
+    """``(where, logits, direction)`` probed at one V: the uniform point and one
+    with the sampled logit 3 above and below the rest, along the variance
+    direction of two other tokens and along ``e_k - e_j``."""
+    i, j = [t for t in (0, 1, 2) if t != k][:2]
+    for shift in (0.0, 3.0, -3.0):
+        z = np.zeros(v)
+        z[k] = shift
+        for name, (a, b) in (("e_i - e_j", (i, j)), ("e_k - e_j", (k, j))):
+            u = np.zeros(v)
+            u[a], u[b] = 1.0, -1.0
+            yield f"z_k = {shift:g}, rest 0, u = {name}, V = {v}", z, u
+
+
+def _curvatures(loss, v: int, numeric, probes) -> np.ndarray:
+    """``uᵀ H u`` at every probe, by one compiled Hessian-vector product per V."""
+    # the per-token inputs are arguments: as constants of the compiled program XLA
+    # would fold them (minutes at V = 262144)
+    scalars = {k: v for k, v in numeric.items() if np.ndim(v) == 0}
+
+    def curvature(z, u, arrays):
+        grad = jax.grad(lambda x: loss(x, 0, **scalars, **arrays))
+        return u @ jax.jvp(grad, (z,), (u,))[1]
+
+    with jax.enable_x64(True):
+        arrays = {
+            k: jnp.asarray(v, jnp.float64) for k, v in numeric.items() if np.ndim(v) > 0
+        }
+        zs = jnp.asarray(np.stack([z for _, z, _ in probes]), jnp.float64)
+        us = jnp.asarray(np.stack([u for _, _, u in probes]), jnp.float64)
+        run = jax.jit(jax.vmap(curvature, in_axes=(0, 0, None)))
+        return np.asarray(run(zs, us, arrays))
+
+
+def _tokenizer_records(records, resolved, gen, inputs, vocab) -> list[StageRecord]:
+    """The loss at the tokenizer sizes (and the requested V above 512), evaluated at
+    that V: a few Hessian-vector products (:func:`_probes`); the most negative one
+    is re-checked in float64 by two routes. Runs when the derivation in V does not
+    show one formula for every V and no counterexample is known yet; its
+    refutation names that V only."""
+    if any(r.counterexample for r in records) or (
+        gen.vform is not None and gen.vform.covered and gen.vform.v_free
+    ):
+        return []
+    sizes = sorted(set(TOKENIZER_VOCABS) | {v for v in vocab if v > 512})
+    if callable(getattr(resolved.loss, "symbolic_v", None)):
+        # a translated (PyTorch) loss is rebuilt at each V: not at vocabulary scale
+        detail = "not probed at the tokenizer sizes: the translation is built per V"
+        return [StageRecord("tokenizer sizes", StageStatus.SKIPPED, detail, Stage.NOTE)]
+    record = inputs(min(vocab), 0).params
+    stage(f"probing the loss at V = {', '.join(map(str, sizes))}")
+    for v in sizes:
+        numeric = inputs(v, 0).numeric
+        probes = list(_probes(v, 0))
+        try:
+            curv = _curvatures(resolved.loss, v, numeric, probes)
+        except Exception:  # noqa: BLE001 - the user's loss at this V: not probed
+            continue
+        curv = np.where(np.isfinite(curv), curv, np.inf)  # not finite: no witness
+        if not curv.min() < -st.POSITIVE_CURVATURE:
+            continue
+        where, z, u = probes[int(np.argmin(curv))]
+        check = st.recheck_stage(resolved.loss, z, u, numeric, where)
+        if check.status is StageStatus.CONFIRMED:
+            return _tokenizer_refutation(check, where, z, u, v, record)
+    detail = (
+        f"no negative curvature at V = {', '.join(map(str, sizes))} "
+        f"({6 * len(sizes)} Hessian-vector products at that V; not a proof)"
+    )
+    return [StageRecord("tokenizer sizes", StageStatus.UNKNOWN, detail, Stage.NOTE)]
+
+
+def _tokenizer_refutation(check, where, z, u, v, record) -> list[StageRecord]:
+    curv = check.counterexample["curvature"]
+    rec = StageRecord(
+        "tokenizer sizes",
+        StageStatus.REFUTED,
+        f"u^T H u = {curv:.6g} at {where} (evaluated at that V)",
+        Stage.SEARCH,
+        Scope.of(v),
+        Scope.of(v),
+        counterexample=st._counterexample(z, u, curv, v, 0, record),
+    )
+    return [rec, dataclasses.replace(check, counterexample=None)]
+
+
+def _v_records(resolved, gen, inputs, record) -> list[StageRecord]:
+    """The derivation in V's refutation for every V >= V0, where its form's
+    :math:`F_w` is negative for those V (:func:`theorycheck.convexity._vform.
+    v_threshold`), with its witness (all logits 0, direction e_1 - e_2) re-checked
+    in float64 at V0; nothing when it does not apply or does not re-check."""
+    from theorycheck.convexity._vform import v_threshold
+
+    v0 = v_threshold(gen.vform) if gen.vform is not None else None
+    if v0 is None or v0 > MAX_VOCAB:
+        return []
+    logits, u = np.zeros(v0), np.zeros(v0)
+    u[1], u[2] = 1.0, -1.0
+    where = f"all logits 0, u = e_1 - e_2, V = {v0}"
+    check = st.recheck_stage(resolved.loss, logits, u, inputs(v0, 0).numeric, where)
+    if check.status is not StageStatus.CONFIRMED:
+        return [dataclasses.replace(check, counterexample=None)]
+    detail = (
+        f"the loss is F(x, w, T) = {gen.vform.form}; dF/dw < 0 for every V >= {v0} "
+        "(a polynomial in V times a positive factor): the direction u = e_i - e_j "
+        "(two other tokens) has u^T H u = dF/dw * variance < 0 at every point"
+    )
+    ce = st._counterexample(logits, u, check.counterexample["curvature"], v0, 0, record)
+    return [
+        StageRecord(
+            "derivation in V",
+            StageStatus.REFUTED,
+            detail,
+            Stage.FORMAL,
+            Scope.every(v0),
+            Scope.every(v0),
+            counterexample=ce,
+        ),
+        dataclasses.replace(check, counterexample=None),
+    ]
+
+
 def _symbolic_stages(
     resolved, spec, params, inputs, vocab, timeout_s, tokens, dynamic, meanwhile=None
 ):
@@ -346,7 +477,8 @@ def check_convexity(
     records, out, searched_rec = _symbolic_stages(
         resolved, spec, params, inputs, vocab, timeout_s, tokens, gen.traced, search
     )
-    records[1:1] = generic
+    records[1:1] = generic + _v_records(resolved, gen, inputs, record)
+    records += _tokenizer_records(records, resolved, gen, inputs, vocab)
     records.append(searched_rec)
     if out.derived.get(3) is not None and any(
         r.status is StageStatus.PROVED

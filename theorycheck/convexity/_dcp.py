@@ -277,6 +277,8 @@ class _Walk:
         if name == "convert_element_type":
             if np.dtype(p["new_dtype"]).kind in "iub" and not x.const:
                 return self.fail(eqn, "an integer cast of the logits", ins)
+            if _narrowing(eqn) and not x.const:
+                return self.fail(eqn, "a float cast that rounds", ins)
             return dataclasses.replace(x, value=None)
         if name in ("dynamic_slice", "gather"):
             if not all(a.const for a in ins[1:]):
@@ -499,9 +501,17 @@ _STRUCTURAL = {
     "copy",
     "copy_p",
     "real",
-    "reduce_precision",
     "optimization_barrier",
 }
+
+
+def _narrowing(eqn) -> bool:
+    """A float cast to fewer bits than its operand has (a rounding step)."""
+    from theorycheck._jaxpr import rounds
+
+    new = np.dtype(eqn.params["new_dtype"])
+    old = np.dtype(getattr(eqn.invars[0].aval, "dtype", np.float64))
+    return rounds(new) and (old.kind == "f" and new.itemsize < old.itemsize)
 
 
 #: the primitives of ``jnp.logaddexp``'s primal (JAX 0.10): max(a, b) + log1p(e^-|a-b|)

@@ -115,6 +115,7 @@ class Genericity:
             the relabelling argument holds for every V.
         changes: V beyond the traced ones at which the program was seen to change
             (searched as well).
+        vform: the derivation in V, when it ran (:mod:`._vform`).
     """
 
     traced: bool
@@ -125,6 +126,8 @@ class Genericity:
     constants: tuple[int, ...] = ()
     equivariant_v: tuple[int, ...] | None = None
     changes: tuple[int, ...] = ()
+    #: the derivation in V (:class:`theorycheck.convexity._vform.VForm`), when run
+    vform: Any = None
 
     def every_token_at(self, v: int) -> bool:
         """The relabelling argument covers every sampled token at ``V = v``."""

@@ -327,6 +327,7 @@ def invariance_stage(resolved, params):
         vrec = StageRecord(
             "vocab invariance", StageStatus.UNKNOWN, detail, Stage.INVARIANCE
         )
+    vrec, gen = _derivation_gate(resolved, params, vrec, gen, vocabs)
     if gen.equivariant and gen.equivariant_v is not None:
         detail = (
             f"traced with sampled as an argument, the programs at V = {listed} are "
@@ -352,6 +353,42 @@ def invariance_stage(resolved, params):
         )
         krec = StageRecord("sampled tokens", StageStatus.UNKNOWN, detail, Stage.TOKENS)
     return [vrec, krec], differ, gen
+
+
+def _derivation_gate(resolved, params, vrec, gen, vocabs):
+    """The ``vocab invariance`` record stays confirmed only when the derivation in V
+    (:mod:`theorycheck.convexity._vform`) covers the program and its form does not
+    contain V; otherwise the scope of every decision is the V decided (the
+    Genericity is then not uniform, and relabelling the tokens is shown at the
+    traced V only)."""
+    from theorycheck.convexity import _vform
+
+    built = build_inputs(resolved, params, 3, 0, exact=False)
+    vform = _vform.derive_in_v(resolved.loss, built.numeric, built.params)
+    gen = dataclasses.replace(gen, vform=vform)
+    if vrec.status is not StageStatus.CONFIRMED:
+        return vrec, gen
+    if vform.covered and vform.v_free:
+        detail = (
+            f"{vrec.detail}; derivation in V: the loss is F(x, w, T) = {vform.form} "
+            "with x = z_k, w = log sum_(i != k) exp(z_i), T = sum_(i != k) z_i, and "
+            "F does not contain V: its convexity conditions are the same at every V"
+        )
+        return dataclasses.replace(vrec, detail=detail), gen
+    why = vform.why if vform.covered else f"not covered: {vform.why}"
+    detail = (
+        f"one program at V = {', '.join(map(str, vocabs))}, but the derivation in V "
+        f"does not show one formula for every V ({why}): no claim for every V, only "
+        "for the V decided"
+    )
+    vrec = dataclasses.replace(vrec, status=StageStatus.UNKNOWN, detail=detail)
+    gen = dataclasses.replace(
+        gen,
+        uniform=False,
+        why_v=gen.why_v or f"derivation in V: {why}",
+        equivariant_v=gen.equivariant_v or tuple(vocabs),
+    )
+    return vrec, gen
 
 
 def _counterexample(logits, u, curvature, vocab, sampled, params) -> dict[str, Any]:
