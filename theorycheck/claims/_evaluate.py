@@ -143,6 +143,7 @@ class ClaimResult:
             "extends": self.claim.extends,
             "methods": [m.to_json() for m in self.methods],
             "seconds": round(self.seconds, 3),
+            **({"aliases": list(self.claim.aliases)} if self.claim.aliases else {}),
             **({"reason": self.reason} if self.reason is not None else {}),
         }
 
@@ -173,6 +174,7 @@ class ClaimResult:
             kind=Kind(obj.get("kind", Kind.PROPOSITION)),
             assumptions=tuple(obj.get("assumptions", ())),
             extends=obj.get("extends"),
+            aliases=tuple(obj.get("aliases", ())),
         )
         correction = (
             CorrectionResult(
