@@ -294,9 +294,10 @@ PROP4_9_LCH_LINEAR_CONVERGENCE = Claim(
     ),
     statement=(
         "Prop. 4.9 with a rate rho_LCH derived here (the paper's rho_LCH is not in "
-        "the source): with a fixed target, the linearised model and small eta (rho_LCH < "
-        "1), GD on LCO-LCH converges linearly: L(theta_k) <= rho_LCH^(2k) ||A||^2/(2 V "
-        "beta^2); rho_LCH NOT FOUND, derived rho_LCH^2 = 1 - eta lambda_min(J J^T) "
+        "the source): with a fixed target, the linearised model and small eta "
+        "(rho_LCH < 1), GD on LCO-LCH converges linearly: L(theta_k) <= "
+        "rho_LCH^(2k) ||A||^2/(2 V beta^2); rho_LCH NOT FOUND, derived rho_LCH^2 = "
+        "1 - eta lambda_min(J J^T) "
         "tanh(R)/(2 V R), cosh R = exp(V L_0), eta <= V/lambda_max."
     ),
     objection=(

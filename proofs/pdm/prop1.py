@@ -172,7 +172,8 @@ PROP1_DDOT_CLOSED_FORM = Claim(
     assumptions=(
         "forward KL D(mu || pi)",
         "pi = softmax(z)",
-        "v = e_k - pi, the unit policy-gradient direction in logit space",
+        "v = e_k - pi, the policy-gradient direction in logit space, not normalised "
+        "(along the unit direction: pdm.ddot_along_unit_direction)",
     ),
     statement=(
         "For pi = softmax(z) and v = e_k - pi, dD/dt of D = KL(mu || pi) along v is "

@@ -2,17 +2,18 @@
 
 Discovers module-level :class:`theorycheck.claims.Claim` objects under each PATH
 (default: ``$THEORYCHECK_PROOFS``, else ``./proofs`` when it exists, else the
-project's own ``proofs/``, so that it works from any folder), the way pytest discovers tests, and evaluates them. The exit
-code is 0 whenever the claims ran: a claim that *fails* is a finding (its counterexample
-is in the output), not an error. Exit 2 on bad input: a path that is empty, does not
-exist or is no ``.py`` file or folder, a module that does not import, no claims, an
-unknown ``--only`` id, an unwritable ``--report`` (checked before any work),
-``--remeasure`` with ``--quick``, and a claim file that does not import. The files
-are imported and run only in child processes
-(:mod:`theorycheck.commands._claim_files`) with a deadline per claim (``--timeout``),
-their output captured: a claim that loops, hangs, crashes its process or calls
-``sys.exit`` is ``unknown`` with the reason (one line on stderr), every other claim
-is reported and ``--json`` prints one object; a ``print`` never reaches ``--json``.
+project's own ``proofs/``, so that it works from any folder), the way pytest
+discovers tests, and evaluates them. The exit code is 0 whenever the claims ran: a
+claim that *fails* is a finding (its counterexample is in the output), not an error.
+Exit 2 on bad input: a path that is empty, does not exist or is no ``.py`` file or
+folder, a module that does not import, no claims, an unknown ``--only`` id, an
+unwritable ``--report`` (checked before any work), ``--remeasure`` with ``--quick``,
+and a claim file that does not import. The files are imported and run only in child
+processes (:mod:`theorycheck.commands._claim_files`) with a deadline per claim
+(``--timeout``), their output captured: a claim that loops, hangs, crashes its
+process or calls ``sys.exit`` is ``unknown`` with the reason (one line on stderr),
+every other claim is reported and ``--json`` prints one object; a ``print`` never
+reaches ``--json``.
 
 An expensive real-checkpoint measurement (``theorycheck.claims.measured``) is read back
 from its committed file when its settings and code match; ``--remeasure`` measures
@@ -79,7 +80,6 @@ def run(args: argparse.Namespace) -> int:
         run_claim_files,
     )
     from theorycheck.commands._output import check_output_dir, flag_names
-
     from theorycheck.reproduce._sections import proofs_dir
 
     paths = check_claim_paths(args.paths or [str(proofs_dir())])
