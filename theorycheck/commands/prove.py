@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         run_claim_files,
     )
     from theorycheck.commands._output import check_output_dir, flag_names
-    from theorycheck.reproduce._sections import proofs_dir
+    from theorycheck.reproduce import proofs_dir
 
     paths = check_claim_paths(args.paths or [str(proofs_dir())])
     check_timeout(args.timeout)
