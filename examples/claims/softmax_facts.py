@@ -16,9 +16,12 @@ from theorycheck.claims import (
     Correction,
     Kind,
     Method,
-    Outcome,
+    compare,
     failed,
     from_proof,
+    passed,
+    require_float64,
+    sympy_identity,
     undecided,
 )
 
@@ -28,33 +31,29 @@ def _symbolic_gradient() -> CheckResult:
     total = sum(sp.exp(t) for t in z)
     pi = [sp.exp(t) / total for t in z]
     errors = [
-        sp.simplify(sp.diff(sp.log(pi[0]), z[j]) - ((1 if j == 0 else 0) - pi[j]))
-        for j in range(3)
+        sp.diff(sp.log(pi[0]), z[j]) - ((1 if j == 0 else 0) - pi[j]) for j in range(3)
     ]
-    ok = all(e == 0 for e in errors)
-    return CheckResult(
-        Outcome.PASS if ok else Outcome.UNKNOWN,
-        f"d log pi_0 / d z_j - (1[j=0] - pi_j) simplifies to {errors}",
-    )
+    return sympy_identity(errors, what="d log pi_0 / d z_j = 1[j = 0] - pi_j, V = 3")
 
 
 def _finite_differences(quick: bool = False) -> CheckResult:
+    require_float64()  # a numeric check starts with it (the harness gives float64)
+    import jax
+    import jax.numpy as jnp
+
     rng = np.random.default_rng(0)
-    worst = 0.0
-    for _ in range(20 if quick else 200):
-        z = rng.normal(size=5)
-        p = np.exp(z - z.max()) / np.exp(z - z.max()).sum()
-        h = 1e-6
-        for j in range(5):
-            e = np.eye(5)[j] * h
-            logp = lambda x: x[0] - np.log(np.exp(x).sum())
-            fd = (logp(z + e) - logp(z - e)) / (2 * h)
-            worst = max(worst, abs(fd - ((j == 0) - p[j])))
-    ok = worst < 1e-8
-    return CheckResult(
-        Outcome.PASS if ok else Outcome.UNKNOWN,
-        f"central differences, max error {worst:.2e} (float64)",
-        data={"max_error": worst},
+    z = jnp.asarray(rng.normal(size=(20 if quick else 200, 1, 5)))
+    step = 1e-6 * jnp.eye(5)  # row j: the step along z_j
+    up = jax.nn.log_softmax(z + step, axis=-1)[..., 0]
+    down = jax.nn.log_softmax(z - step, axis=-1)[..., 0]
+    fd = (up - down) / 2e-6  # [sample, j]
+    closed = jnp.eye(5)[0] - jax.nn.softmax(z[:, 0], axis=-1)
+    return compare(
+        "central differences (h = 1e-6) of log softmax(z)_0 vs 1[j = 0] - pi_j, V = 5",
+        np.asarray(fd),
+        np.asarray(closed),
+        rtol=0,
+        atol=1e-8,
     )
 
 
@@ -76,6 +75,7 @@ LOG_SOFTMAX_GRADIENT = Claim(
 
 def _max_prob_bound(quick: bool = False) -> CheckResult:
     # The (wrong) statement: max softmax probability <= 1/2. Brute force finds a point.
+    require_float64()
     z = np.array([3.0, 0.0, 0.0])
     p = np.exp(z) / np.exp(z).sum()
     if p.max() > 0.5:
@@ -99,14 +99,19 @@ def _z3_max_below_one() -> CheckResult:
 
 
 def _sampled_below_one(quick: bool = False) -> CheckResult:
+    require_float64()
+    import jax
+
     rng = np.random.default_rng(1)
     z = rng.normal(scale=2, size=(100 if quick else 10_000, 3))
-    p = np.exp(z - z.max(-1, keepdims=True))
-    p /= p.sum(-1, keepdims=True)
-    ok = bool((p < 1).all())
-    return CheckResult(
-        Outcome.PASS if ok else Outcome.UNKNOWN,
-        f"{len(z)} float64 draws, largest 1 - max prob = {1 - p.max():.3g} > 0",
+    p = np.asarray(jax.nn.softmax(z, axis=-1))
+    gap = float(1 - p.max())
+    if gap > 0:
+        return passed(f"{len(z)} float64 draws, smallest 1 - max prob = {gap:.3g} > 0")
+    worst = z[int(np.argmax(p.max(-1)))]
+    return failed(
+        f"a float64 draw has max prob {p.max():.17g}",
+        counterexample={"z": worst.tolist(), "max_prob": float(p.max())},
     )
 
 

@@ -1,4 +1,5 @@
-r"""§3.5: the binary and top-K divergences are lower bounds of the full divergence.
+r"""DPPO Eqs. (13)-(16): the binary and top-K divergences are lower bounds of the full
+divergence.
 
 .. math::
     D_{Bin}(\mu_k \| \pi_k) \le D(\mu\|\pi), \qquad
@@ -114,14 +115,14 @@ def _numeric_binary(quick: bool = False) -> CheckResult:
 
 BINARY_DIVERGENCE_LOWER_BOUND = Claim(
     id="dppo.binary_divergence_lower_bound",
-    source=f"{SOURCE}, §3.5, Eq. (13)-(14); proof in App. C (NOT FOUND)",
+    source=f"{SOURCE}, Eq. (13)-(14); proof in App. C (NOT FOUND)",
     provenance="PAPER",
     quote=(
         "D_Bin_TV(t) = |mu(a_t|s_t) - pi(a_t|s_t)| (13); D_Bin_KL(t) = mu_k "
         "log(mu_k/pi_k) + (1 - mu_k) log((1 - mu_k)/(1 - pi_k)) (14); both are lower "
         "bounds of the true divergence (proof in App. C, NOT FOUND)."
     ),
-    location="§3.5, Eqs. (13)-(14); App. C",
+    location="Eqs. (13)-(14); App. C",
     kind=Kind.PROPOSITION,
     assumptions=("pi_k > 0 wherever mu_k > 0 (finite KL)",),
     statement=(
@@ -207,7 +208,7 @@ def _numeric_topk(quick: bool = False) -> CheckResult:
 
 TOPK_DIVERGENCE_LOWER_BOUND = Claim(
     id="dppo.topk_divergence_lower_bound",
-    source=f"{SOURCE}, §3.5, Eq. (15)-(16); proof in App. C (NOT FOUND)",
+    source=f"{SOURCE}, Eq. (15)-(16); proof in App. C (NOT FOUND)",
     provenance="PAPER",
     quote=(
         "A'_t = TopK(mu(.|s_t), K) ∪ {a_t}, A''_t = A'_t ∪ {other}, p(other) = 1 - "
@@ -215,7 +216,7 @@ TOPK_DIVERGENCE_LOWER_BOUND = Claim(
         " (15); D_TopK_KL(t) = sum_{a in A''_t} p^mu(a) log(p^mu(a)/p^pi(a)) (16); "
         "lower bounds of the true divergence (proof in App. C, NOT FOUND)."
     ),
-    location="§3.5, Eqs. (15)-(16); App. C",
+    location="Eqs. (15)-(16); App. C",
     kind=Kind.PROPOSITION,
     assumptions=(
         (

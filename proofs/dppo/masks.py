@@ -234,7 +234,7 @@ def _mc_correction(quick: bool = False) -> CheckResult:
 
 PPO_RATIO_IS_SINGLE_SAMPLE_TV = Claim(
     id="dppo.ppo_ratio_is_single_sample_tv",
-    source=f"{SOURCE}, §3.3, Eq. (10)",
+    source=f"{SOURCE}, Eq. (10)",
     provenance="PAPER",
     statement=(
         "For a behavior policy mu with full support (mu_a > 0 for every token, as a "
@@ -244,7 +244,7 @@ PPO_RATIO_IS_SINGLE_SAMPLE_TV = Claim(
         "D_TV(mu(.|s_t) || pi(.|s_t)) = 1/2 E_{y_t~mu} |r_t - 1|: PPO constrains a "
         "single-sample estimate of it."
     ),
-    location="§3.3, Eq. (10)",
+    location="Eq. (10)",
     kind=Kind.EQUATION,
     assumptions=(
         "mu(.|s_t) is a softmax policy: mu_a > 0 for every token (the ratio "
@@ -259,7 +259,7 @@ PPO_RATIO_IS_SINGLE_SAMPLE_TV = Claim(
 
 EQ10_TRUNCATED_SAMPLING = Claim(
     id="dppo.eq10_truncated_sampling",
-    source=f"{SOURCE}, §3.3, Eq. (10), under a truncated rollout sampler",
+    source=f"{SOURCE}, Eq. (10), under a truncated rollout sampler",
     provenance="DERIVED",
     statement=(
         "Eq. 10 also holds when the rollout sampler truncates (top-k / top-p: mu_a = 0 "
@@ -270,7 +270,7 @@ EQ10_TRUNCATED_SAMPLING = Claim(
         "Extension, not the paper's claim: Eq. (10) read for the behavior policy a "
         "top-k / top-p rollout engine actually samples from."
     ),
-    location="§3.3, Eq. (10)",
+    location="Eq. (10)",
     kind=Kind.EXTENSION,
     extends="dppo.ppo_ratio_is_single_sample_tv",
     assumptions=("mu is a truncated sampler: mu_a = 0 on a tail where pi_a > 0",),
@@ -364,14 +364,14 @@ def _registry_gate(quick: bool = False) -> CheckResult:
 
 MASK_DIRECTION_RULE = Claim(
     id="dppo.mask_direction_rule",
-    source=f"{SOURCE}, §3.4, Eq. (12); survey 'DPPO (binary TV)'",
+    source=f"{SOURCE}, Eq. (12); survey 'DPPO (binary TV)'",
     provenance="PAPER",
     quote=(
         "M_t^DPPO = 0 if (A_t > 0 and r_t > 1 and D > delta) or (A_t < 0 and r_t < 1 "
         "and D > delta), 1 otherwise (12); the survey's gate: m = 0 if A > 0 and p - q"
         " > delta, 0 if A < 0 and q - p > delta, else 1."
     ),
-    location="§3.4, Eq. (12); survey 'DPPO (binary TV)'",
+    location="Eq. (12); survey 'DPPO (binary TV)'",
     kind=Kind.EQUATION,
     assumptions=(
         "D = binary TV |p - q|",

@@ -1,4 +1,4 @@
-r"""DPPO §2-3: the TRPO-style bound (Thm. 2.1), the LLM decomposition (Thm. 3.1), its
+r"""DPPO: the TRPO-style bound (Thm. 2.1), the LLM decomposition (Thm. 3.1), its
 T(T-1) bound (Thm. 3.2) and Pinsker's inequality as Eq. (4) uses it.
 
 .. math::
@@ -39,6 +39,7 @@ from theorycheck.claims import (
     from_proof,
     passed,
     property_check,
+    require_float64,
     sympy_identity,
     undecided,
 )
@@ -384,7 +385,7 @@ def _z3_trpo_steps(quick: bool = False) -> CheckResult:
 
 THEOREM2_1 = Claim(
     id="dppo.theorem2_1",
-    source=f"{SOURCE}, §2, Theorem 2.1, Eq. (2)",
+    source=f"{SOURCE}, Theorem 2.1, Eq. (2)",
     provenance="PAPER",
     statement=(
         "For every discounted MDP and policies mu, pi (mu with full support): "
@@ -398,7 +399,7 @@ THEOREM2_1 = Claim(
         "2 xi gamma/(1-gamma)^2 * D_TV^max(mu||pi)^2, with xi = max_{s,a} |A_mu(s,a)| "
         "and D_TV^max = max_s D_TV(mu(.|s) || pi(.|s))"
     ),
-    location="§2, Theorem 2.1, Eq. (2)",
+    location="Theorem 2.1, Eq. (2)",
     kind=Kind.THEOREM,
     assumptions=(
         "discounted MDP, gamma in (0, 1)",
@@ -563,7 +564,7 @@ def _tree_points(probs, rewards):
 
 THEOREM3_1 = Claim(
     id="dppo.theorem3_1",
-    source=f"{SOURCE}, §3.1, Theorem 3.1, Eqs. (5)-(6)",
+    source=f"{SOURCE}, Theorem 3.1, Eqs. (5)-(6)",
     provenance="PAPER",
     statement=(
         "With gamma = 1, horizon T and a sequence reward R(y): J(pi) - J(mu) = "
@@ -575,7 +576,7 @@ THEOREM3_1 = Claim(
         "sum_{t=1}^{|y|} (pi(y_t|s_t)/mu(y_t|s_t) - 1)], Delta(mu, pi) = E_{y~mu}[R(y) "
         "sum_{t=1}^{|y|} (pi/mu - 1)_t (1 - prod_{j=t+1}^{T} pi(y_j|s_j)/mu(y_j|s_j))]"
     ),
-    location="§3.1, Theorem 3.1, Eqs. (5)-(6)",
+    location="Theorem 3.1, Eqs. (5)-(6)",
     kind=Kind.THEOREM,
     assumptions=(
         "undiscounted (gamma = 1), responses of at most T tokens",
@@ -597,7 +598,7 @@ def _bound_32(mu, pi, reward, seqs, horizon):
     diff, lp, _ = decomposition(mu, pi, reward, seqs)
     xi = max(abs(r) for r in reward.values())
     tv = max_tv(mu, pi)
-    return diff, lp, xi, tv, lp - 2 * xi * horizon * (horizon - 1) * tv**2
+    return diff, lp, xi, tv, lp - T32_C * xi * horizon * (horizon - 1) * tv**2
 
 
 def _float_tree(rng, prefs, vocab, scale):
@@ -608,7 +609,7 @@ def _ratio_32(mu, pi, reward, seqs, horizon):
     diff, lp, xi, tv, _ = _bound_32(mu, pi, reward, seqs, horizon)
     if tv < 1e-3:
         return -np.inf
-    return (lp - diff) / (2 * xi * horizon * (horizon - 1) * tv**2)
+    return (lp - diff) / (T32_C * xi * horizon * (horizon - 1) * tv**2)
 
 
 def _search_32(quick: bool = False) -> CheckResult:
@@ -661,7 +662,7 @@ def _search_32(quick: bool = False) -> CheckResult:
     emu, epi = exact_pol(mu), exact_pol(pi)
     erw = {y: Fraction(v).limit_denominator(10**9) for y, v in reward.items()}
     diff, lp, xi, tv, rhs = _bound_32(emu, epi, erw, seqs, horizon)
-    exact_ratio = (lp - diff) / (2 * xi * horizon * (horizon - 1) * tv**2)
+    exact_ratio = (lp - diff) / (T32_C * xi * horizon * (horizon - 1) * tv**2)
     data = {
         "worst_ratio_float64": float(best[0]),
         "worst_ratio_exact": float(exact_ratio),
@@ -696,7 +697,9 @@ def _z3_32(quick: bool = False) -> CheckResult:
     # xi = 1 without loss of generality: both sides scale with R
     alpha = sp.Symbol("alpha", real=True)
     real = {s: sp.Symbol(s.name, real=True) for s in syms}
-    gap = sp.expand(sp.cancel(diff - lp + T32_C * 2 * alpha**2)).xreplace(real)
+    horizon = 2  # T(T - 1) = 2
+    gap = diff - lp + T32_C * horizon * (horizon - 1) * alpha**2
+    gap = sp.expand(sp.cancel(gap)).xreplace(real)
     assumptions = [*(s > 0 for s in real.values()), *(s < 1 for s in real.values())]
     for s in prefs:
         assumptions.append(sym_abs((pi[s][0] - mu[s][0]).xreplace(real)) <= alpha)
@@ -750,7 +753,7 @@ def _symbolic_32_step(quick: bool = False) -> CheckResult:
 
 THEOREM3_2 = Claim(
     id="dppo.theorem3_2",
-    source=f"{SOURCE}, §3.1, Theorem 3.2, Eq. (7)",
+    source=f"{SOURCE}, Theorem 3.2, Eq. (7)",
     provenance="PAPER",
     statement=(
         "With gamma = 1 and horizon T: J(pi) - J(mu) >= L'_mu(pi) - 2 xi T(T-1) "
@@ -760,7 +763,7 @@ THEOREM3_2 = Claim(
         "J(pi) - J(mu) >= L'_mu(pi) - 2 xi T (T-1) * D_TV^max(mu||pi)^2, with xi = "
         'max_y |R(y)| ("the maximum absolute reward")'
     ),
-    location="§3.1, Theorem 3.2, Eq. (7)",
+    location="Theorem 3.2, Eq. (7)",
     kind=Kind.THEOREM,
     assumptions=THEOREM3_1.assumptions
     + ("D_TV^max = max over every prefix s_t of D_TV(mu(.|s_t) || pi(.|s_t))",),
@@ -781,15 +784,23 @@ def binary_kl_sym(p, q):
     return p * sp.log(p / q) + (1 - p) * sp.log((1 - p) / (1 - q))
 
 
+def _pinsker_slope_floor():
+    """The floor 1/(q(1-q)) must clear for the binary gap KL(p||q) - (p-q)^2/C to
+    fall to 0 at q = p and rise after: 2/C (4 for Pinsker's C = 1/2)."""
+    return 2 / sp.nsimplify(PINSKER_C)
+
+
 def _symbolic_pinsker(quick: bool = False) -> CheckResult:
     p, q = sp.symbols("p q", positive=True)
-    f = binary_kl_sym(p, q) - 2 * (p - q) ** 2
-    slope = sp.diff(f, q) - (q - p) * (1 / (q * (1 - q)) - 4)
+    c, floor = sp.nsimplify(PINSKER_C), _pinsker_slope_floor()
+    f = binary_kl_sym(p, q) - (p - q) ** 2 / c
+    slope = sp.diff(f, q) - (q - p) * (1 / (q * (1 - q)) - floor)
     return sympy_identity(
-        [slope, f.subs(q, p)],
-        what="binary case: d/dq [KL(p||q) - 2(p-q)^2] = (q - p)(1/(q(1-q)) - 4) and "
-        "the gap is 0 at q = p, so with 1/(q(1-q)) >= 4 the gap falls to 0 and rises "
-        "after: KL(p||q) >= 2(p-q)^2",
+        # min_q 1/(q(1-q)) = 4 must be >= the floor: 0 iff C >= 1/2
+        [slope, f.subs(q, p), sp.Max(0, floor - 4)],
+        what=f"binary case, C = {c}: d/dq [KL(p||q) - (p-q)^2/C] = (q - p)(1/(q(1-q)) "
+        f"- {floor}) and the gap is 0 at q = p, and 1/(q(1-q)) >= 4 >= {floor}, so "
+        "the gap falls to 0 and rises after: KL(p||q) >= (p-q)^2/C",
         points=lambda: (
             {p: sp.Rational(i, 10), q: sp.Rational(j, 10)}
             for i, j in itertools.product(range(1, 10), repeat=2)
@@ -801,15 +812,16 @@ def _interval_pinsker(quick: bool = False) -> CheckResult:
     from theorycheck.formal import UNIT, prove_nonnegative
 
     q = sp.Symbol("q", real=True)
-    res = prove_nonnegative(1 / (q * (1 - q)) - 4, q, UNIT)
+    floor = _pinsker_slope_floor()
+    res = prove_nonnegative(1 / (q * (1 - q)) - floor, q, UNIT)
     if res.status == "proved":
         return passed(
-            f"validated interval bisection: 1/(q(1-q)) - 4 >= 0 on (0, 1) "
+            f"validated interval bisection: 1/(q(1-q)) - {floor} >= 0 on (0, 1) "
             f"({res.certificate.summary()}), the sign of the binary gap's slope",
         )
     if res.status == "refuted":
         return failed(
-            "interval: 1/(q(1-q)) < 4 somewhere",
+            f"interval: 1/(q(1-q)) < {floor} somewhere",
             counterexample={"q": str(res.counterexample)},
         )
     return undecided(f"interval undecided: {res.detail}")
@@ -835,7 +847,17 @@ def _z3_reduction(quick: bool = False) -> CheckResult:
 
 
 def _kl_tv(mu, pi):
-    return float(np.sum(mu * np.log(mu / pi))), 0.5 * float(np.abs(mu - pi).sum())
+    """(KL, TV) of two full distributions, from the numeric core (its Eq. (4)
+    D_TV = 1/2 sum |mu - pi|, checked against the paper's formula in
+    dppo.core_divergences_match_the_paper)."""
+    from theorycheck.numeric import full_divergence
+
+    require_float64()
+    lm, lp = np.log(mu), np.log(pi)
+    return (
+        float(full_divergence(lm, lp, "kl")),
+        float(full_divergence(lm, lp, "tv")),
+    )
 
 
 def _property_pinsker(quick: bool = False) -> CheckResult:
@@ -874,21 +896,22 @@ def _numeric_pinsker(quick: bool = False) -> CheckResult:
         mu = softmax(z)
         pi = softmax(z + rng.normal(size=vocab) * 10 ** rng.uniform(-3, 0.5))
         kl, tv = _kl_tv(mu, pi)
-        worst = min(worst, 0.5 * kl - tv * tv)
-        if tv * tv > 0.5 * kl:
+        worst = min(worst, PINSKER_C * kl - tv * tv)
+        if tv * tv > PINSKER_C * kl:
             with mpmath.workdps(50):
                 m = [mpmath.mpf(float(x)) for x in mu]
                 q = [mpmath.mpf(float(x)) for x in pi]
                 kl50 = mpmath.fsum(a * mpmath.log(a / b) for a, b in zip(m, q))
                 tv50 = mpmath.fsum(abs(a - b) for a, b in zip(m, q)) / 2
-            if tv50**2 > kl50 / 2:
+            if tv50**2 > kl50 * mpmath.mpf(PINSKER_C):
                 return failed(
                     "Pinsker violated (re-checked at 50 digits)",
                     counterexample={"index": i, "kl": float(kl50), "tv": float(tv50)},
                 )
     return passed(
         f"float64, {n} pairs at V = {vocab} (mu softmax of N(0, 3^2) logits, pi a "
-        f"perturbation of scale 1e-3..3): smallest 1/2 KL - TV^2 = {worst:.3g} >= 0; "
+        f"perturbation of scale 1e-3..3): smallest {PINSKER_C} KL - TV^2 = "
+        f"{worst:.3g} >= 0; "
         "DPPO's KL threshold 0.05 bounds TV by sqrt(0.025) = 0.158",
         data={"pairs": n, "vocab": vocab, "smallest_gap": worst},
     )
@@ -896,7 +919,7 @@ def _numeric_pinsker(quick: bool = False) -> CheckResult:
 
 PINSKER = Claim(
     id="dppo.pinsker",
-    source=f"{SOURCE}, §2, Eq. (4)",
+    source=f"{SOURCE}, Eq. (4)",
     provenance="PAPER",
     statement=(
         "For distributions mu, pi on V categories (mu, pi > 0): D_TV(mu, pi)^2 <= 1/2 "
@@ -907,7 +930,7 @@ PINSKER = Claim(
         "max_pi L_mu(pi) s.t. D_TV^max(mu||pi) <= delta (or KL, via Pinsker D_TV^2 <= "
         "1/2 D_KL)"
     ),
-    location="§2, Eq. (4)",
+    location="Eq. (4)",
     kind=Kind.EQUATION,
     assumptions=(
         "finite vocabulary, both distributions with full support",

@@ -256,9 +256,12 @@ LCO_OPTIMUM_SOLVES_RL = Claim(
     provenance="DERIVED",
     statement=(
         "Each LCO loss in its paper form (lco_mse, lco_lch, lco_kld; and the code's "
-        "lco_kld_code with its beta_eff) is minimised exactly where softmax(z) = pi* "
-        "= pi_old exp(A/beta)/Z, the unique maximiser of <pi, A> - beta KL(pi || "
-        "pi_old) on the simplex."
+        "lco_kld_code with its beta_eff) attains its minimum only where softmax(z) = "
+        "pi* = pi_old exp(A/beta)/Z, the unique maximiser of <pi, A> - beta KL(pi || "
+        "pi_old) on the simplex. The minimiser sets differ: lco_kld's is the whole "
+        "line z* + c 1 (every logit vector with softmax pi*); lco_mse's and lco_lch's "
+        "is the single point z = z* = z_old + A/beta (they compare logits, so z* + c "
+        "1 with c != 0 is not a minimiser)."
     ),
     quote=(
         "Because LCO matches the same closed-form optimum as the KL-regularized "

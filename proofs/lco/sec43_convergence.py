@@ -184,7 +184,8 @@ PROP4_8_MSE_LINEAR_CONVERGENCE = Claim(
         "eta small enough that rho_MSE < 1",
     ),
     statement=(
-        "Prop. 4.8: with a fixed target z* = z_old + A/beta, the linearised model "
+        "Prop. 4.8 with a rate rho_MSE derived here (the paper's rho_MSE is not in "
+        "the source): with a fixed target z* = z_old + A/beta, the linearised model "
         "(Assumption 4.2, J full row rank) and eta small enough that rho_MSE < 1, GD "
         "on LCO-MSE converges linearly: L(theta_k) <= rho^(2k) ||A||^2/(2 V beta^2); "
         "rho_MSE NOT FOUND, derived rho_MSE = max_i |1 - eta lambda_i(J J^T)/V|."
@@ -292,9 +293,11 @@ PROP4_9_LCH_LINEAR_CONVERGENCE = Claim(
         "eta small enough that rho_LCH < 1",
     ),
     statement=(
-        "Prop. 4.9: with a fixed target, the linearised model and small eta (rho_LCH < "
-        "1), GD on LCO-LCH converges linearly: L(theta_k) <= rho_LCH^(2k) ||A||^2/(2 V "
-        "beta^2); rho_LCH NOT FOUND, derived rho_LCH^2 = 1 - eta lambda_min(J J^T) "
+        "Prop. 4.9 with a rate rho_LCH derived here (the paper's rho_LCH is not in "
+        "the source): with a fixed target, the linearised model and small eta "
+        "(rho_LCH < 1), GD on LCO-LCH converges linearly: L(theta_k) <= "
+        "rho_LCH^(2k) ||A||^2/(2 V beta^2); rho_LCH NOT FOUND, derived rho_LCH^2 = "
+        "1 - eta lambda_min(J J^T) "
         "tanh(R)/(2 V R), cosh R = exp(V L_0), eta <= V/lambda_max."
     ),
     objection=(

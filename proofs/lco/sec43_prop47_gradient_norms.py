@@ -188,8 +188,11 @@ def bound_symbolic(*, quick: bool = False) -> object:
     )
 
 
-PROP4_7_GRADIENT_NORM_BOUNDS = Claim(
-    id="lco.prop4_7_gradient_norm_bounds",
+PROP4_7_NORMS_DIMINISH_WITHOUT_SIGMA_BOUND = Claim(
+    id="lco.prop4_7_norms_diminish_without_sigma_bound",
+    # the bounds themselves hold (the correction); what fails is the inference that
+    # the norms diminish with no assumption on sigma_max
+    aliases=("lco.prop4_7_gradient_norm_bounds",),
     source="seed 004 (LCO), Prop. 4.7, Eqs. (16)-(18)",
     provenance="NOT FOUND",
     quote=(

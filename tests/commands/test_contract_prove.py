@@ -1,6 +1,8 @@
 """The error contract of ``prove`` and ``reproduce`` with misbehaving claim files and
-output folders: every case exits 2 with one stderr line naming the file (and claim),
-never a hang, a silent exit 0, a traceback or the user's text in ``--json``.
+output folders: a file that does not import exits 2 with one stderr line naming the
+file, never a hang, a silent exit 0, a traceback or the user's text in ``--json``; a
+claim that misbehaves (exits, crashes its process, hangs) is ``unknown`` with the
+reason, and every other claim is still reported.
 
 Claim files run in a child process (``commands/_claim_files``), so each case here
 starts one; the deadlines are short (``--timeout``) to keep the suite fast.
@@ -23,7 +25,7 @@ HEAD = "from theorycheck.claims import Check, CheckResult, Claim, Method, Outcom
 
 def _claim(check_body: str, *, top: str = "") -> str:
     """A file with a claim that passes (``a.first``), then ``b.bad`` whose one
-    check runs ``check_body``."""
+    check runs ``check_body``, then ``c.after`` (passes)."""
     body = textwrap.indent(check_body, "    ")
     return (
         HEAD
@@ -35,6 +37,8 @@ def _claim(check_body: str, *, top: str = "") -> str:
         + "(Check('ok', Method.NUMERIC, _ok),))\n"
         + "B = Claim('b.bad', 's', 'DERIVED', 'st', "
         + "(Check('bad', Method.NUMERIC, _check),))\n"
+        + "C = Claim('c.after', 's', 'DERIVED', 'st', "
+        + "(Check('ok', Method.NUMERIC, _ok), Check('ok2', Method.SYMBOLIC, _ok)))\n"
     )
 
 
@@ -51,14 +55,6 @@ BAD_FILES = {
     "syntax-error": ("def (:\n", ["SyntaxError"]),
     "null-bytes": ("x = 1\x00\n", ["cannot import"]),
     "no-claims": ("x = 1\n", ["no claims found"]),
-    "exit-in-check": (_claim("sys.exit(0)"), ["'b.bad'", "sys.exit(0)"]),
-    "os-exit-in-check": (_claim("os._exit(0)"), ["'b.bad'", "exited with status 0"]),
-    "interrupt-in-check": (
-        _claim("raise KeyboardInterrupt"),
-        ["'b.bad'", "KeyboardInterrupt"],
-    ),
-    "loop-in-check": (_claim("while True:\n    pass"), ["'b.bad'", "deadline"]),
-    "sleep-in-check": (_claim("time.sleep(3600)"), ["'b.bad'", "deadline"]),
     "duplicate-id": (
         HEAD
         + "def _ok():\n    return CheckResult(Outcome.PASS, 'ok')\n"
@@ -68,6 +64,81 @@ BAD_FILES = {
         ["a.same"],
     ),
 }
+
+
+#: name -> (the check's body, words the claim's reason must contain); the claims
+#: that end by themselves get a deadline the others never reach under load.
+BAD_CLAIMS = {
+    "exit-in-check": ("sys.exit(0)", ["sys.exit(0)"]),
+    "exit3-in-check": ("raise SystemExit(3)", ["sys.exit(3)"]),
+    "os-exit-in-check": ("os._exit(0)", ["exited with status 0"]),
+    "kill-in-check": ("os.kill(os.getpid(), 9)", ["SIGKILL"]),
+    "interrupt-in-check": ("raise KeyboardInterrupt", ["KeyboardInterrupt"]),
+    "loop-in-check": ("while True:\n    pass", ["deadline", "--timeout 4"]),
+    "sleep-in-check": ("time.sleep(3600)", ["deadline", "--timeout 4"]),
+}
+
+
+def _survives(res, words) -> dict:
+    """The run reported every claim; ``b.bad`` is unknown with the reason."""
+    claims = {c["id"]: c for c in json.loads(res.out)["claims"]}
+    assert list(claims) == ["a.first", "b.bad", "c.after"]
+    bad = claims["b.bad"]
+    assert bad["status"] == "unknown" and bad["methods"] == []
+    for word in words:
+        assert word in bad["reason"], (words, bad["reason"])
+        assert word in res.err
+    assert "reason" not in claims["a.first"] and "reason" not in claims["c.after"]
+    assert claims["c.after"]["status"] == "holds"
+    return claims
+
+
+@pytest.mark.parametrize("name", sorted(BAD_CLAIMS))
+def test_a_misbehaving_claim_is_unknown_and_the_others_are_reported(tmp_path, name):
+    body, words = BAD_CLAIMS[name]
+    f = tmp_path / f"{name.replace('-', '_')}.py"
+    f.write_text(_claim(body))
+    timeout = "4" if "deadline" in words else "60"
+    res = check_contract(["prove", str(f), "--timeout", timeout, "--json"], expect=0)
+    _survives(res, words)
+    assert "theorycheck prove: b.bad: unknown: " in res.err
+
+
+def _gone(pid: int) -> bool:
+    """No such process (or a zombie about to be reaped)."""
+    for _ in range(50):
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("then", ["hang", "return"])
+def test_a_claims_own_session_child_is_killed_with_it(tmp_path, then):
+    """A check starts a child in a session of its own (outside every process
+    group of the run), then hangs or returns: the child does not outlive the claim."""
+    if not Path("/proc/self/stat").exists():
+        pytest.skip("needs Linux /proc")
+    pid_file = tmp_path / "pid"
+    end = "time.sleep(3600)" if then == "hang" else "return CheckResult('pass', 'ok')"
+    body = (
+        "import subprocess\n"
+        "p = subprocess.Popen(['sleep', '3600'], start_new_session=True)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(p.pid))\n" + end
+    )
+    f = tmp_path / "spawns.py"
+    f.write_text(_claim(body))
+    res = check_contract(["prove", str(f), "--timeout", "4", "--json"], expect=0)
+    pid = int(pid_file.read_text())
+    assert _gone(pid), f"the claim's own-session child {pid} outlived it"
+    claims = {c["id"]: c for c in json.loads(res.out)["claims"]}
+    assert claims["c.after"]["status"] == "holds"
+    if then == "hang":
+        assert "deadline" in claims["b.bad"]["reason"]
 
 
 @pytest.mark.parametrize("name", sorted(BAD_FILES))
@@ -105,16 +176,19 @@ def test_prints_never_reach_json_stdout(tmp_path):
     )
     res = check_contract(["prove", str(f), "--json"], expect=0)
     out = json.loads(res.out)
-    assert [c["id"] for c in out["claims"]] == ["a.first", "b.bad"]
+    assert [c["id"] for c in out["claims"]] == ["a.first", "b.bad", "c.after"]
     for text in ("at import", "from the check", "raw fd 1"):
         assert text in res.err and text not in res.out
 
 
-def test_a_claim_that_runs_past_its_deadline_names_the_claim_not_the_first(tmp_path):
+def test_a_claim_that_runs_past_its_deadline_is_named_in_the_table(tmp_path):
     f = tmp_path / "slow.py"
     f.write_text(_claim("time.sleep(3600)"))
-    res = check_contract(["prove", str(f), "--timeout", "1.5"], expect=2)
-    assert "claim 'b.bad'" in res.err and "--timeout 1.5" in res.err
+    res = check_contract(["prove", str(f), "--timeout", "1.5"], expect=0)
+    assert "b.bad: unknown: stopped at the deadline" in res.err
+    assert "--timeout 1.5" in res.err
+    assert "stopped: stopped at the deadline of 1.5 s" in res.out
+    assert "3 claims:" in res.out
 
 
 @pytest.mark.parametrize(

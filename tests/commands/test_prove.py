@@ -100,3 +100,19 @@ def test_prove_bad_input_exits_2(capsys, tmp_path):
     assert main(["prove", EXAMPLES, "--quick", "--remeasure"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--remeasure" in err[0]
+
+
+def test_prove_with_no_path_runs_the_projects_claims_from_any_folder(
+    capsys, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)  # no ./proofs here
+    monkeypatch.delenv("THEORYCHECK_PROOFS", raising=False)
+    out = _json(capsys, "--only", "dppo.ppo_ratio_is_single_sample_tv", "--quick")
+    assert [c["id"] for c in out["claims"]] == ["dppo.ppo_ratio_is_single_sample_tv"]
+
+
+def test_a_renamed_claim_is_still_selected_by_its_old_id(capsys):
+    out = _json(capsys, "--only", "lco.prop4_7_gradient_norm_bounds", "--quick")
+    (claim,) = out["claims"]
+    assert claim["id"] == "lco.prop4_7_norms_diminish_without_sigma_bound"
+    assert claim["aliases"] == ["lco.prop4_7_gradient_norm_bounds"]

@@ -61,14 +61,36 @@ def test_claim_objects_are_named_after_their_id(collected):
             assert names == [c.id.split(".")[-1].upper()], (c.id, names)
 
 
-def test_one_idiom_in_every_claim_file():
+EXAMPLES = PROOFS.parent / "examples" / "claims"
+
+
+@pytest.mark.parametrize("root", [PROOFS, EXAMPLES], ids=["proofs", "examples"])
+def test_one_idiom_in_every_claim_file(root):
     """Results come from the adapters and constructors, precision from the harness's
-    float64 scope: no hand-built CheckResult, no precision switch in proofs/."""
+    float64 scope: no hand-built CheckResult, no precision switch, in proofs/ and in
+    the example to copy (docs/proofs.md's rules)."""
     banned = ("CheckResult(", "enable_x64", "jax_enable_x64", "config.update(")
-    for path in sorted(PROOFS.rglob("*.py")):
+    files = sorted(root.rglob("*.py"))
+    assert files
+    for path in files:
         text = path.read_text()
         found = [b for b in banned if b in text]
-        assert not found, f"{path.relative_to(PROOFS)}: {found}"
+        assert not found, f"{path.relative_to(root)}: {found}"
+
+
+def test_the_examples_numeric_checks_require_float64():
+    """Every numeric check of the example to copy starts with require_float64()."""
+    seen = 0
+    for path in sorted(EXAMPLES.rglob("*.py")):
+        module = path.read_text()
+        for name, body in re.findall(
+            r"\ndef (_\w+)\(quick: bool = False\) -> CheckResult:\n(.*?)\n\n\n",
+            module,
+            flags=re.S,
+        ):
+            assert "require_float64()" in body, f"{path.name}: {name}"
+            seen += 1
+    assert seen >= 3
 
 
 #: One naming rule for checks: the name starts with the route of its method kind.

@@ -22,7 +22,7 @@ EXPECTED = {
     "lco.ppo_psd_region": Status.HOLDS,
     "lco.lco_losses_logits_convex": Status.HOLDS,
     "lco.prop4_4_gradient_directionality": Status.HOLDS_WITH_CORRECTION,
-    "lco.prop4_7_gradient_norm_bounds": Status.HOLDS_WITH_CORRECTION,
+    "lco.prop4_7_norms_diminish_without_sigma_bound": Status.HOLDS_WITH_CORRECTION,
     "lco.prop4_8_mse_linear_convergence": Status.HOLDS,
     "lco.prop4_9_lch_linear_convergence": Status.HOLDS,
     "lco.target_shift_mean_zero": Status.HOLDS_WITH_CORRECTION,
@@ -162,7 +162,7 @@ def test_mutation_symbolic_exact_rate(lco):
 
 
 def test_mutation_property_bound_missing_factor_two(lco):
-    claim = lco["lco.prop4_7_gradient_norm_bounds"]
+    claim = lco["lco.prop4_7_norms_diminish_without_sigma_bound"]
     check = check_named(claim, "hypothesis", correction=True)
     assert check.method is Method.PROPERTY and _run(check).outcome is Outcome.PASS
 

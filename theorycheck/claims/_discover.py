@@ -179,16 +179,17 @@ def discover(paths: Sequence[str | Path]) -> list[Collected]:
 
 
 def select(collected: Sequence[Collected], only: Sequence[str]) -> list[Collected]:
-    """The claims whose ids are in ``only`` (all when empty), in collection order.
+    """The claims whose ids (or earlier ids, ``Claim.aliases``) are in ``only`` (all
+    when empty), in collection order.
 
     Raises:
         BadInput: an id in ``only`` that no collected claim has.
     """
     if not only:
         return list(collected)
-    known = {c.claim.id for c in collected}
+    known = {cid for c in collected for cid in (c.claim.id, *c.claim.aliases)}
     for wanted in only:
         if wanted not in known:
             raise BadInput(f"only {wanted!r}: no such claim id")
     wanted = set(only)
-    return [c for c in collected if c.claim.id in wanted]
+    return [c for c in collected if wanted & {c.claim.id, *c.claim.aliases}]

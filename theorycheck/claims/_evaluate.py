@@ -35,7 +35,7 @@ import inspect
 import math
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from theorycheck.claims._helpers import float64
@@ -44,6 +44,7 @@ from theorycheck.claims._types import (
     CheckResult,
     Claim,
     Correction,
+    Kind,
     Method,
     Outcome,
     Status,
@@ -104,6 +105,9 @@ class ClaimResult:
     methods: tuple[MethodResult, ...]
     correction: CorrectionResult | None
     seconds: float
+    #: why the claim was stopped before its checks decided (a deadline, a crash,
+    #: ``sys.exit`` in a check); the status is then ``unknown``.
+    reason: str | None = None
 
     @property
     def id(self) -> str:
@@ -139,7 +143,71 @@ class ClaimResult:
             "extends": self.claim.extends,
             "methods": [m.to_json() for m in self.methods],
             "seconds": round(self.seconds, 3),
+            **({"aliases": list(self.claim.aliases)} if self.claim.aliases else {}),
+            **({"reason": self.reason} if self.reason is not None else {}),
         }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> ClaimResult:
+        """The result back from :meth:`to_json` (for the table and the report of a
+        run whose claims were evaluated elsewhere); the claim's checks are not
+        restored (``checks=()``), their results are.
+
+        Examples:
+            >>> from theorycheck.claims import Claim, Status
+            >>> claim = Claim("demo.x", "s", "DERIVED", "a fact", ())
+            >>> r = ClaimResult(claim, Status.UNKNOWN, (), None, 1.0, reason="hung")
+            >>> ClaimResult.from_json(r.to_json()).to_json() == r.to_json()
+            True
+        """
+        corr = obj.get("correction")
+        claim = Claim(
+            obj["id"],
+            obj["source"],
+            obj["provenance"],
+            obj["statement"],
+            (),
+            correction=Correction(corr["statement"], ()) if corr else None,
+            objection=obj.get("objection"),
+            quote=obj.get("quote", ""),
+            location=obj.get("location", ""),
+            kind=Kind(obj.get("kind", Kind.PROPOSITION)),
+            assumptions=tuple(obj.get("assumptions", ())),
+            extends=obj.get("extends"),
+            aliases=tuple(obj.get("aliases", ())),
+        )
+        correction = (
+            CorrectionResult(
+                corr["statement"], corr["status"], _methods(corr["methods"])
+            )
+            if corr
+            else None
+        )
+        return cls(
+            claim,
+            Status(obj["status"]),
+            _methods(obj.get("methods", ())),
+            correction,
+            float(obj.get("seconds", 0.0)),
+            obj.get("reason"),
+        )
+
+
+def _methods(items: Sequence[Mapping[str, Any]]) -> tuple[MethodResult, ...]:
+    return tuple(
+        MethodResult(
+            Method(m["method"]),
+            m["name"],
+            CheckResult(
+                Outcome(m["status"]),
+                m["detail"],
+                counterexample=m.get("counterexample"),
+                data=m.get("data") or {},
+            ),
+            float(m.get("seconds", 0.0)),
+        )
+        for m in items
+    )
 
 
 def _plain(obj: Any) -> Any:

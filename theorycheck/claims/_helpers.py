@@ -3,7 +3,8 @@
 * :func:`from_proof`: a :class:`theorycheck.formal.ProofResult` (proved / refuted /
   unknown) as a check of a universal statement;
 * :func:`property_check`: a hypothesis property run programmatically (seeded,
-  derandomized, no example database); a falsifying example is re-checked before it is
+  derandomized, no example database), returning a bool or asserting; a falsifying
+  example (False, or any exception of the property) is re-checked before it is
   reported, and "no counterexample in N examples" is what a pass says;
 * :func:`compare`: two routes to the same numbers, within a stated tolerance;
 * :func:`sympy_identity`: an exact identity ``difference == 0`` in SymPy;
@@ -20,7 +21,11 @@ Examples:
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import inspect
+import re
+import textwrap
 from collections.abc import Callable, Iterator, Mapping
 from fractions import Fraction
 from typing import Any
@@ -193,8 +198,67 @@ def seeded_settings(max_examples: int, **extra: Any):
     )
 
 
+class _Falsified(Exception):
+    """The harness's own signal to hypothesis that an example falsified the property
+    (never an exception of the user's property, which is caught and recorded)."""
+
+
+#: Calls that count as asserting (``np.testing.assert_allclose``, ``self.assertEqual``).
+_ASSERT_CALL = re.compile(r"^assert", re.IGNORECASE)
+
+
+def asserts(prop: Callable[..., Any]) -> bool:
+    """True when ``prop``'s own source asserts: an ``assert`` or ``raise`` statement,
+    or a call to a function whose name starts with ``assert`` (``np.testing.
+    assert_allclose``). A lambda (no statements; its source line may hold other
+    code) or a property without source (a builtin) does not assert.
+
+    Examples:
+        >>> def prop(x):
+        ...     assert x >= 0
+        >>> asserts(prop), asserts(lambda x: x >= 0)
+        (True, False)
+    """
+    fn = inspect.unwrap(prop)
+    if getattr(fn, "__name__", "<lambda>") == "<lambda>":
+        return False
+    try:
+        source = textwrap.dedent(inspect.getsource(fn))
+        tree = ast.parse(source)
+    except (OSError, TypeError, SyntaxError):
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assert, ast.Raise)):
+            return True
+        if isinstance(node, ast.Call):
+            fn = node.func
+            name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
+            if _ASSERT_CALL.match(name):
+                return True
+    return False
+
+
+def _verdict(prop: Callable[..., Any], args: tuple, may_return_none: bool) -> Any:
+    """One call of the user's property: None where it holds, else why it does not
+    (``"returned False"``, ``"raised AssertionError: ..."``), or :data:`_REFUSED`
+    where it returned something that is no verdict."""
+    try:
+        value = prop(*args)
+    except Exception as exc:  # the user's property: every exception falsifies
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        return f"raised {type(exc).__name__}" + (f": {first}" if first else "")
+    if isinstance(value, (bool, np.bool_)):
+        return None if value else "returned False"
+    if value is None and may_return_none:
+        return None  # an assert-style property that passed its asserts
+    return _REFUSED
+
+
+_REFUSED = object()
+
+
 def property_check(
-    prop: Callable[..., bool],
+    prop: Callable[..., Any],
     *strategies: Any,
     what: str,
     examples: int = 200,
@@ -202,10 +266,22 @@ def property_check(
     quick: bool = False,
     describe: Callable[..., Mapping[str, Any]] | None = None,
 ) -> CheckResult:
-    """Runs the property ``prop(*drawn) -> bool`` under hypothesis.
+    """Runs the property ``prop(*drawn)`` under hypothesis, in either idiom.
+
+    * **bool**: ``prop`` returns True where the statement holds, False where not;
+    * **assert** (hypothesis style): ``prop`` asserts (``assert``, ``raise``, an
+      ``assert...`` call such as ``np.testing.assert_allclose``, see :func:`asserts`)
+      and returns None when its asserts pass.
+
+    Any exception the property raises (``AssertionError`` included) falsifies the
+    example, which hypothesis shrinks; the shrunk example is re-checked before it is
+    reported. The harness signals hypothesis with its own exception, never the
+    user's. A property that returns None without asserting anything in its source, or
+    returns something that is not a bool, is refused (``TypeError``, one line; the
+    check is then ``unknown``).
 
     Args:
-        prop: returns True where the statement holds at the drawn inputs.
+        prop: the property (either idiom).
         *strategies: hypothesis strategies, one per argument of ``prop``.
         what: the property in words (for the detail line).
         examples: examples in a full run; ``quick_examples`` when ``quick``.
@@ -216,35 +292,64 @@ def property_check(
 
     Returns:
         PASS ("no counterexample in N examples"), FAIL with a re-checked
-        counterexample, or UNKNOWN when a falsifying example does not reproduce.
+        counterexample (and how it failed), or UNKNOWN when a falsifying example does
+        not reproduce or hypothesis cannot decide.
+
+    Raises:
+        TypeError: the property returned no verdict (see above).
+
+    Examples:
+        >>> from hypothesis import strategies as st
+        >>> def below_half(x):
+        ...     assert x < 0.5
+        >>> property_check(below_half, st.floats(0, 1), what="x < 1/2").outcome
+        <Outcome.FAIL: 'fail'>
     """
     from hypothesis import given
     from hypothesis import strategies as st
+    from hypothesis.errors import HypothesisException
 
     n = quick_examples if quick else examples
-    failing: list[tuple] = []
-    calls = [0]
+    may_return_none = asserts(prop)
+    failing: list[tuple[tuple, str]] = []
+    calls, refused = [0], []
 
     @seeded_settings(n, print_blob=False)
     @given(st.tuples(*strategies))
     def _run(args):
+        if refused:
+            return
         calls[0] += 1
-        if not prop(*args):
-            failing.append(args)
-            raise AssertionError("property violated")
+        why = _verdict(prop, args, may_return_none)
+        if why is _REFUSED:
+            refused.append(args)
+        elif why is not None:
+            failing.append((args, why))
+            raise _Falsified(why)
 
     try:
         _run()
-    except AssertionError:
+    except _Falsified:
         pass
+    except HypothesisException as exc:
+        return CheckResult(
+            Outcome.UNKNOWN,
+            f"hypothesis could not decide ({type(exc).__name__}): {what}",
+        )
+    if refused:
+        raise TypeError(
+            f"property_check: {getattr(prop, '__name__', prop)!r} returned no "
+            "verdict: return a bool, or assert (assert/raise) and return None"
+        )
     if not failing:
         return CheckResult(
             Outcome.PASS,
             f"hypothesis: no counterexample in {calls[0]} examples: {what}",
             data={"examples": calls[0]},
         )
-    args = failing[-1]
-    if prop(*args):
+    args, _ = failing[-1]
+    why = _verdict(prop, args, may_return_none)
+    if why is None or why is _REFUSED:
         return CheckResult(
             Outcome.UNKNOWN,
             f"hypothesis: a falsifying example did not reproduce: {what}",
@@ -256,8 +361,10 @@ def property_check(
     )
     return CheckResult(
         Outcome.FAIL,
-        f"hypothesis: falsified (re-checked) after {calls[0]} examples: {what}",
+        f"hypothesis: falsified (re-checked; the property {why}) after {calls[0]} "
+        f"examples: {what}",
         counterexample=cx,
+        data={"failure": why},
     )
 
 

@@ -105,6 +105,8 @@ def _claim_lines(r: ClaimResult, width: int) -> list[str]:
     lines = [
         f"  {r.id:<{width}}  {r.status:<21}  {r.seconds:7.2f} s  {r.verdict}{extends}"
     ]
+    if r.reason is not None:
+        lines.append(f"      stopped: {r.reason}")
     corr = r.correction.methods if r.correction else ()
     for m in _all_methods(r):
         if corr and m is corr[0]:
@@ -158,6 +160,8 @@ def _claim_section(r: ClaimResult) -> list[str]:
         out += [f"*{c.kind.value.capitalize()} of:* `{c.extends}`.", ""]
     out += [f"*Quote:* {_cell(c.quote)}", ""]
     out += [f"*Statement checked:* {_cell(c.statement)}", ""]
+    if r.reason is not None:
+        out += [f"*Stopped:* {_cell(r.reason)}", ""]
     if c.assumptions:
         out += [f"*Assumptions:* {_cell('; '.join(c.assumptions))}.", ""]
     if c.objection:

@@ -216,6 +216,8 @@ class Claim:
             statement under these.
         extends: for an ``EXTENSION`` or ``REVIEWER`` claim, the id of the claim it
             strengthens or objects to.
+        aliases: earlier ids of this claim (a renamed claim keeps its old id here;
+            ``prove --only OLD`` still selects it).
     """
 
     id: str
@@ -230,10 +232,13 @@ class Claim:
     kind: Kind = Kind.PROPOSITION
     assumptions: tuple[str, ...] = ()
     extends: str | None = None
+    aliases: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if not isinstance(self.id, str) or not _ID.match(self.id):
-            raise ValueError(f"claim id {self.id!r} must be a dotted identifier")
+        for cid in (self.id, *self.aliases):
+            if not isinstance(cid, str) or not _ID.match(cid):
+                raise ValueError(f"claim id {cid!r} must be a dotted identifier")
+        object.__setattr__(self, "aliases", tuple(self.aliases))
         if self.provenance not in PROVENANCES:
             raise ValueError(
                 f"claim {self.id}: provenance {self.provenance!r} is not one of "

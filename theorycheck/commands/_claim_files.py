@@ -10,13 +10,20 @@ stderr go to files. So:
 
 * **deadlines**: the start-up and the import of every claim file get
   ``DEADLINE_BASE_S + S`` seconds, each claim (all its checks, its correction) gets
-  ``S`` (``--timeout S``), the closing table and report ``DEADLINE_BASE_S``. At a
-  deadline the child's process group is killed and the run ends with one line naming
-  the file and the claim that was running;
-* **every way out is one line**: ``sys.exit`` at import or in a check, ``os._exit``,
-  a signal (the kernel's out-of-memory kill included) become
-  :class:`~theorycheck._errors.BadInput` naming the file (and the claim); a check that
-  *raises* stays what :func:`theorycheck.claims.evaluate` makes of it (``unknown``);
+  ``S`` (``--timeout S``), the child's own work between claims ``DEADLINE_BASE_S``;
+* **a report survives any one claim**: a claim past its deadline, a crash of the
+  child (``os._exit``, a signal, the kernel's out-of-memory kill) or ``sys.exit`` /
+  ``KeyboardInterrupt`` in a check makes *that* claim ``unknown`` with the reason
+  (``ClaimResult.reason``); the child and every process below it are killed (stopped
+  first, then SIGKILL: its process group, and what its checks started in sessions of
+  their own, found through ``/proc``; the child is a subreaper, so an orphan of a
+  check stays below it) and a new child carries on with the next claim. The table and
+  the report are built here from the claims' JSON;
+* **bad input is one line**: a claim file that does not import (``sys.exit``,
+  ``os._exit``, a signal or a deadline while importing), no claims, a duplicate id,
+  an unknown ``--only`` id become :class:`~theorycheck._errors.BadInput` naming the
+  file; a check that *raises* stays what :func:`theorycheck.claims.evaluate` makes of
+  it (``unknown``);
 * **the user's output never reaches stdout**: captured, passed on to stderr when the
   run succeeds, dropped when it fails (the error stays one line);
 * nothing of the user's code comes back: the parent receives plain JSON (each
@@ -49,13 +56,8 @@ from typing import Any
 
 from theorycheck import _progress
 from theorycheck._errors import BadInput
-from theorycheck._isolation import guard_child, kill_tree
-from theorycheck.commands._isolate import (
-    DEADLINE_BASE_S,
-    MAX_TIMEOUT_S,
-    _child_env,
-    _kill_group,
-)
+from theorycheck._isolation import guard_child
+from theorycheck.commands._isolate import DEADLINE_BASE_S, MAX_TIMEOUT_S
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -80,6 +82,8 @@ class ClaimRun:
     errors: list[tuple[str, str, str]]  # (claim id, check name, the exception)
     table: list[str]  # table_lines() of the results
     output: str  # the user's captured stdout and stderr
+    stopped: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    # (claim id, why it was stopped): each such claim is ``unknown``
 
 
 def check_timeout(timeout_s: float) -> float:
@@ -133,19 +137,83 @@ def _check_claim_path(text: str) -> None:
 # ----------------------------------------------------------------------- parent
 
 
+def _child_env() -> dict[str, str]:
+    """The environment of the child: ours, with this package's folder first on
+    ``PYTHONPATH`` (the child imports the same theorycheck from any working folder)."""
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (root, env.get("PYTHONPATH", "")) if p
+    )
+    env["THEORYCHECK_PROGRESS"] = "0"
+    return env
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (Linux ``/proc``; empty elsewhere)."""
+    below: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = entry.read_text().rsplit(")", 1)[-1].split()
+        except OSError:
+            continue
+        below.setdefault(int(fields[1]), []).append(int(entry.parent.name))
+    out, todo = set(), [pid]
+    while todo:
+        for child in below.get(todo.pop(), ()):
+            out.add(child)
+            todo.append(child)
+    return out
+
+
+def _signal(pids, sig: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def _kill_tree(pid: int) -> None:
+    """Kills ``pid`` and every process below it, also those in sessions of their own
+    (outside its process group): each is stopped first (a stopped process cannot
+    fork), the tree is scanned again until nothing new appears, then all get SIGKILL,
+    with ``pid``'s process group."""
+    seen = {pid}
+    _signal(seen, signal.SIGSTOP)
+    for _ in range(5):
+        new = _descendants(pid) - seen
+        if not new:
+            break
+        _signal(new, signal.SIGSTOP)
+        seen |= new
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    _signal(seen, signal.SIGKILL)
+
+
+class _Stop(Exception):
+    """The child passed its deadline (it has been killed)."""
+
+
 class _Follow:
-    """The parent's view of the child: which phase it is in, and its deadline."""
+    """The parent's view of the children: the claims, which phase the current child
+    is in, and its deadline."""
 
     def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
-        self.importing: str | None = None
         self.items: list[tuple[str, str]] = []  # (claim id, file)
-        self.current: int | None = None
-        self.claims: list[dict[str, Any]] = []
+        self.stubs: list[dict[str, Any]] = []  # each claim's JSON, not yet run
+        self.claims: dict[int, dict[str, Any]] = {}
         self.errors: list[tuple[str, str, str]] = []
-        self.table: list[str] | None = None
+        self.stopped: list[tuple[str, str]] = []
         self.bar: Iterator[int] | None = None
-        self._until(DEADLINE_BASE_S + timeout_s)
+        self.restart()
+
+    def restart(self) -> None:
+        """A new child: it imports the claim files again."""
+        self.importing: str | None = None
+        self.listed = False
+        self.current: int | None = None
+        self._until(DEADLINE_BASE_S + self.timeout_s)
 
     def _until(self, seconds: float) -> None:
         self.budget = seconds
@@ -155,8 +223,8 @@ class _Follow:
         if self.current is not None:
             cid, file = self.items[self.current]
             return f"{file}: claim {cid!r}"
-        if self.items:
-            return "the claims' table and report"
+        if self.listed:
+            return "the claims' process, between claims"
         if self.importing:
             return f"{self.importing}: importing it"
         return "starting the claims' process"
@@ -164,12 +232,12 @@ class _Follow:
     def timed_out(self) -> str:
         if self.current is not None:
             text = f"{self.budget:g} s (--timeout {self.timeout_s:g})"
-        elif self.items:
+        elif self.listed:
             text = f"{self.budget:g} s"
         else:
             text = f"{self.budget:g} s (= {DEADLINE_BASE_S:g} + --timeout "
             text += f"{self.timeout_s:g})"
-        return f"{self.where()}: stopped at the deadline of {text} (still running)"
+        return f"stopped at the deadline of {text} (still running)"
 
     def died(self, returncode: int | None) -> str:
         if returncode is not None and returncode < 0:
@@ -179,7 +247,30 @@ class _Follow:
         else:
             how = f"exited with status {returncode}"
             how += " (os._exit?)" if self.current is not None or self.importing else ""
-        return f"{self.where()}: the process running it {how} before it finished"
+        return f"the process running it {how} before it finished"
+
+    def stop(self, why: str) -> int | None:
+        """The current claim becomes ``unknown`` with ``why``; the index of the
+        claim to go on with (None: none left). Outside a claim: BadInput."""
+        if self.current is None:
+            raise BadInput(f"{self.where()}: {why}")
+        i = self.current
+        self.claims[i] = {**self.stubs[i], "reason": why}
+        self.stopped.append((self.items[i][0], why))
+        return i + 1 if i + 1 < len(self.items) else None
+
+    def _listed(self, msg: dict[str, Any]) -> None:
+        items = [(cid, file) for cid, file, _ in msg["claims"]]
+        if self.listed or (self.items and items != self.items):
+            raise RuntimeError("prove: the claim files changed while they ran")
+        if not self.items:
+            self.items = items
+            self.stubs = [stub for _, _, stub in msg["claims"]]
+            self.bar = iter(
+                _progress.bar(range(len(items)), desc="prove", unit="claim")
+            )
+        self.listed = True
+        self._until(DEADLINE_BASE_S)
 
     def feed(self, msg: dict[str, Any]) -> bool:
         """Takes one message; True at the end."""
@@ -187,11 +278,7 @@ class _Follow:
         if ev == "importing":
             self.importing = msg["file"]
         elif ev == "claims":
-            self.items = [tuple(x) for x in msg["claims"]]
-            self.bar = iter(
-                _progress.bar(range(len(self.items)), desc="prove", unit="claim")
-            )
-            self._until(DEADLINE_BASE_S)
+            self._listed(msg)
         elif ev == "start":
             self.current = msg["i"]
             next(self.bar, None)
@@ -199,7 +286,9 @@ class _Follow:
             self._until(self.timeout_s)
         elif ev == "done":
             self.current = None
-            self.claims.append(msg["json"])
+            self.claims[msg["i"]] = msg["json"]
+            if msg["json"].get("reason") is not None:  # sys.exit in a check
+                self.stopped.append((msg["json"]["id"], msg["json"]["reason"]))
             self.errors += [(msg["json"]["id"], n, e) for n, e in msg["errors"]]
             self._until(DEADLINE_BASE_S)
         elif ev == "bad":
@@ -207,25 +296,27 @@ class _Follow:
         elif ev == "internal":
             raise RuntimeError(f"prove: the claims' process failed: {msg['message']}")
         elif ev == "end":
-            for _ in self.bar or ():
-                pass
-            self.table = msg["table"]
             return True
         else:
             raise RuntimeError(f"prove: the claims' process sent {msg!r}")
         return False
 
+    def results(self) -> list[dict[str, Any]]:
+        for _ in self.bar or ():
+            pass
+        return [self.claims[i] for i in sorted(self.claims)]
+
 
 def _messages(proc: subprocess.Popen, follow: _Follow) -> Iterator[dict[str, Any]]:
-    """The child's messages, until it closes its channel or exits; BadInput at a
-    deadline."""
+    """The child's messages, until it closes its channel or exits; :class:`_Stop`
+    (the child's tree killed) at a deadline."""
     fd = proc.stdout.fileno()
     pending = b""
     while True:
         left = follow.deadline - time.monotonic()
         if left <= 0:
-            _kill_group(proc)
-            raise BadInput(follow.timed_out())
+            _kill_tree(proc.pid)
+            raise _Stop
         ready, _, _ = select.select([fd], [], [], min(left, _POLL_S))
         if not ready:
             if proc.poll() is not None:
@@ -255,6 +346,61 @@ def _captured(workdir: Path) -> str:
     return "".join(parts)
 
 
+def _follow_child(proc: subprocess.Popen, follow: _Follow) -> int | None:
+    """Follows one child to its end; the claim to restart from when it stopped
+    inside a claim (None when all are done)."""
+    try:
+        for msg in _messages(proc, follow):
+            if follow.feed(msg):
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=DEADLINE_BASE_S)  # it exits on its own
+                return None
+        try:
+            proc.wait(timeout=max(follow.deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            _kill_tree(proc.pid)
+            raise _Stop from None
+    except _Stop:
+        return follow.stop(follow.timed_out())
+    return follow.stop(follow.died(proc.returncode))
+
+
+def _run_child(workdir: Path, call: dict, start: int, follow: _Follow) -> int | None:
+    """One child, evaluating the claims from index ``start``."""
+    (workdir / "call.json").write_text(json.dumps({**call, "start": start}))
+    follow.restart()
+    with open(workdir / "stderr.txt", "ab") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", _CHILD, str(workdir)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=_child_env(),
+            start_new_session=True,
+        )
+    try:
+        return _follow_child(proc, follow)
+    finally:
+        _kill_tree(proc.pid)  # and whatever its checks left running
+        proc.stdout.close()
+        proc.wait()
+
+
+def _report(claims: list[dict[str, Any]], report: str | None) -> list[str]:
+    """The table's lines (and the report, when asked) from the claims' JSON."""
+    from theorycheck.claims import ClaimResult, table_lines, write_report
+
+    results = [ClaimResult.from_json(c) for c in claims]
+    if report is not None:
+        try:
+            write_report(results, report)
+        except OSError as err:
+            raise BadInput(
+                f"--report {report!r}: cannot write the report: {err}"
+            ) from None
+    return table_lines(results)
+
+
 def run_claim_files(
     paths: Sequence[str],
     *,
@@ -264,7 +410,7 @@ def run_claim_files(
     report: str | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> ClaimRun:
-    """Discovers and evaluates the claims under ``paths`` in a child process.
+    """Discovers and evaluates the claims under ``paths`` in child processes.
 
     Args:
         paths: ``.py`` files and folders (checked by :func:`check_claim_paths`).
@@ -272,17 +418,19 @@ def run_claim_files(
         quick: passed to every check that takes ``quick``.
         remeasure: run inside ``theorycheck.claims.remeasuring()`` (redo the
             committed measurements and rewrite their files).
-        report: a folder for ``proofs.md`` and ``proofs.json`` (written by the
-            child), or None.
+        report: a folder for ``proofs.md`` and ``proofs.json``, or None.
         timeout_s: each claim's deadline (the import gets ``DEADLINE_BASE_S`` more).
 
     Returns:
-        The claims' JSON, their checks' errors, the table and the captured output.
+        The claims' JSON (a claim stopped by its deadline or a crash is ``unknown``
+        with its ``reason``), their checks' errors, the table, the captured output
+        and the stopped claims.
 
     Raises:
-        BadInput: a deadline passed, the child exited or was killed, a claim file
-        does not import or calls ``sys.exit``, no claims were found, an unknown
-        ``only`` id (message ``only 'ID': ...``).
+        BadInput: a claim file does not import (it raised, called ``sys.exit``,
+        exited, was killed or passed the import deadline), no claims were found, a
+        duplicate id, an unknown ``only`` id (message ``only 'ID': ...``), an
+        unwritable report.
     """
     check_timeout(timeout_s)
     call = {
@@ -290,42 +438,18 @@ def run_claim_files(
         "only": list(only),
         "quick": bool(quick),
         "remeasure": bool(remeasure),
-        "report": report,
     }
     workdir = Path(tempfile.mkdtemp(prefix="theorycheck-prove-"))
     try:
-        (workdir / "call.json").write_text(json.dumps(call))
-        env = {**_child_env(), "THEORYCHECK_PROGRESS": "0"}
-        with open(workdir / "stderr.txt", "wb") as err:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", _CHILD, str(workdir)],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                env=env,
-                start_new_session=True,
-            )
         follow = _Follow(timeout_s)
-        try:
-            for msg in _messages(proc, follow):
-                if follow.feed(msg):
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        proc.wait(timeout=DEADLINE_BASE_S)  # it exits on its own
-                    break
-            else:
-                try:
-                    proc.wait(timeout=max(follow.deadline - time.monotonic(), 0.1))
-                except subprocess.TimeoutExpired:
-                    _kill_group(proc)
-                    raise BadInput(follow.timed_out()) from None
-                raise BadInput(follow.died(proc.returncode))
-        finally:
-            if proc.returncode is None:  # not reaped: its pid is still the child's
-                kill_tree(proc.pid)  # and what it started in sessions of its own
-            _kill_group(proc)  # and whatever it started in its session
-            proc.stdout.close()
-            proc.wait()
-        return ClaimRun(follow.claims, follow.errors, follow.table, _captured(workdir))
+        start: int | None = 0
+        while start is not None:
+            start = _run_child(workdir, call, start, follow)
+        claims = follow.results()
+        table = _report(claims, report)
+        return ClaimRun(
+            claims, follow.errors, table, _captured(workdir), follow.stopped
+        )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -342,7 +466,8 @@ class _Channel:
     def __init__(self, workdir: Path) -> None:
         sys.stdout.flush()
         self.fd = os.dup(1)  # not inherited by the user's subprocesses
-        out = os.open(workdir / "stdout.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND  # a restarted child appends
+        out = os.open(workdir / "stdout.txt", flags)
         os.dup2(out, 1)
         os.close(out)
         _Channel.current = self
@@ -435,26 +560,52 @@ def _discover(paths: Sequence[str], only: Sequence[str]):
     return select(collected, only)
 
 
-def _evaluate(channel: _Channel, chosen, call: dict, roots: Sequence[Path]) -> list:
-    from theorycheck.claims import evaluate, remeasuring
+def _subreaper() -> None:
+    """Linux: an orphan of a check (a double fork, a daemon) becomes our child, so
+    that it stays below us where :func:`_kill_tree` finds it."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
 
-    results = []
-    for i, item in enumerate(chosen):
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # CHILD_SUBREAPER
+
+
+def _evaluate_one(item, call: dict, roots: Sequence[Path]):
+    """One claim's result; ``sys.exit`` or ``KeyboardInterrupt`` in a check makes it
+    ``unknown`` with the reason."""
+    from theorycheck.claims import ClaimResult, Status, evaluate, remeasuring
+
+    start = time.perf_counter()
+    try:
+        with remeasuring(call.get("remeasure", False)):
+            return evaluate(item.claim, quick=call["quick"])
+    except BaseException as err:  # the user's checks: every way out is named
+        reason = f"a check {_how(err)}{_where(err, roots)}"
+        seconds = time.perf_counter() - start
+        return ClaimResult(item.claim, Status.UNKNOWN, (), None, seconds, reason)
+
+
+def _evaluate(channel: _Channel, chosen, call: dict, roots: Sequence[Path]) -> None:
+    for i in range(call["start"], len(chosen)):
         channel.send(ev="start", i=i)
-        try:
-            with remeasuring(call.get("remeasure", False)):
-                r = evaluate(item.claim, quick=call["quick"])
-        except BaseException as err:  # the user's checks: every way out is named
-            where = f"{_shown(item.path)}: claim {item.claim.id!r}"
-            channel.send(ev="bad", message=f"{where}: {_how(err)}{_where(err, roots)}")
-            return None
-        results.append(r)
+        r = _evaluate_one(chosen[i], call, roots)
+        _kill_tree_below(os.getpid())  # what the claim's checks left running
         errors = [[m.name, m.error] for m in r.errors]
         channel.send(ev="done", i=i, json=r.to_json(), errors=errors)
-    return results
+
+
+def _kill_tree_below(pid: int) -> None:
+    for child in _descendants(pid):
+        _kill_tree(child)
+
+
+def _stub(claim) -> dict[str, Any]:
+    from theorycheck.claims import ClaimResult, Status
+
+    return ClaimResult(claim, Status.UNKNOWN, (), None, 0.0).to_json()
 
 
 def _child(workdir: Path) -> None:
+    _subreaper()
     channel = _Channel(workdir)
     call = json.loads((workdir / "call.json").read_text())
     roots = [Path(p).resolve() for p in call["paths"]]
@@ -469,23 +620,12 @@ def _child(workdir: Path) -> None:
         head = f"{file}: " if file else ""
         return channel.send(ev="bad", message=f"{head}{_how(err)} while being imported")
     hook.on = False
-    claims = [[c.claim.id, _shown(c.path)] for c in chosen]
+    claims = [[c.claim.id, _shown(c.path), _stub(c.claim)] for c in chosen]
     channel.send(ev="claims", claims=claims)
-    results = _evaluate(channel, chosen, call, roots)
-    if results is None:
-        return None
-    from theorycheck.claims import table_lines, write_report
-
-    if call["report"] is not None:
-        try:
-            write_report(results, call["report"])
-        except OSError as err:
-            message = f"--report {call['report']!r}: cannot write the report: {err}"
-            return channel.send(ev="bad", message=message)
-    table = table_lines(results)
+    _evaluate(channel, chosen, call, roots)
     sys.stdout.flush()  # the user's buffered prints reach their file before "end"
     sys.stderr.flush()
-    return channel.send(ev="end", table=table)
+    return channel.send(ev="end")
 
 
 def _main(workdir: Path) -> None:
@@ -497,6 +637,7 @@ def _main(workdir: Path) -> None:
         with contextlib.suppress(Exception):
             _Channel.resend(f"{type(err).__name__}: {err}")
     finally:
+        _kill_tree_below(os.getpid())
         sys.stdout.flush()
         sys.stderr.flush()
     os._exit(0)  # no atexit hooks of the user's code

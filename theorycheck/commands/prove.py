@@ -1,16 +1,19 @@
 """``theorycheck prove``: check the papers' claims (or your own) by several methods.
 
 Discovers module-level :class:`theorycheck.claims.Claim` objects under each PATH
-(default ``./proofs``), the way pytest discovers tests, and evaluates them. The exit
-code is 0 whenever the claims ran: a claim that *fails* is a finding (its counterexample
-is in the output), not an error. Exit 2 on bad input: a path that is empty, does not
-exist or is no ``.py`` file or folder, a module that does not import, no claims, an
-unknown ``--only`` id, an unwritable ``--report`` (checked before any work),
-``--remeasure`` with ``--quick``, and a claim
-file that misbehaves: the files are imported and run only in a child process
-(:mod:`theorycheck.commands._claim_files`) with a deadline per claim (``--timeout``),
-its output captured, so a loop, ``sys.exit``, ``os._exit`` or a ``print`` in a claim
-file ends as one line on stderr, never as a hang, a silent exit or text in ``--json``.
+(default: ``$THEORYCHECK_PROOFS``, else ``./proofs`` when it exists, else the
+project's own ``proofs/``, so that it works from any folder), the way pytest
+discovers tests, and evaluates them. The exit code is 0 whenever the claims ran: a
+claim that *fails* is a finding (its counterexample is in the output), not an error.
+Exit 2 on bad input: a path that is empty, does not exist or is no ``.py`` file or
+folder, a module that does not import, no claims, an unknown ``--only`` id, an
+unwritable ``--report`` (checked before any work), ``--remeasure`` with ``--quick``,
+and a claim file that does not import. The files are imported and run only in child
+processes (:mod:`theorycheck.commands._claim_files`) with a deadline per claim
+(``--timeout``), their output captured: a claim that loops, hangs, crashes its
+process or calls ``sys.exit`` is ``unknown`` with the reason (one line on stderr),
+every other claim is reported and ``--json`` prints one object; a ``print`` never
+reaches ``--json``.
 
 An expensive real-checkpoint measurement (``theorycheck.claims.measured``) is read back
 from its committed file when its settings and code match; ``--remeasure`` measures
@@ -34,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "paths",
         nargs="*",
         metavar="PATH",
-        help="claim files or folders (default: ./proofs)",
+        help="claim files or folders (default: $THEORYCHECK_PROOFS, else ./proofs "
+        "when it exists, else the project's own claims: works from any folder)",
     )
     parser.add_argument(
         "--only",
@@ -76,8 +80,9 @@ def run(args: argparse.Namespace) -> int:
         run_claim_files,
     )
     from theorycheck.commands._output import check_output_dir, flag_names
+    from theorycheck.reproduce import proofs_dir
 
-    paths = check_claim_paths(args.paths or ["proofs"])
+    paths = check_claim_paths(args.paths or [str(proofs_dir())])
     check_timeout(args.timeout)
     if args.remeasure and args.quick:
         raise BadInput(
@@ -102,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
             f"theorycheck prove: {claim_id}: check {check!r} raised {error}",
             file=sys.stderr,
         )
+    for claim_id, why in done.stopped:
+        print(f"theorycheck prove: {claim_id}: unknown: {why}", file=sys.stderr)
     sys.stderr.flush()
     if args.json:
         print(json.dumps({"claims": done.claims}, allow_nan=False), flush=True)
