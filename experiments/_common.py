@@ -19,7 +19,7 @@ JSON). :func:`main` owns the rest:
   ``rollouts.npz`` beside it (``theorycheck.rl.record``), so that ``--replay DIR``
   recomputes every unit from the recorded rollouts (never regenerating them) and
   reports every per-unit number that differs.
-* :func:`provenance`: the one record (``theorycheck.reproduce.provenance``) plus the
+* :func:`provenance`: the one record (``theorycheck._provenance.provenance``) plus the
   config, seeds, wall time and load average at the end.
 * ``--distributed`` (``experiments._distributed``, docs/distributed.md): the units
   over several processes or hosts; process 0 alone reads and writes the files above
@@ -161,20 +161,20 @@ def versions() -> dict[str, str]:
 
 
 def commit(out_dir: str | None = None) -> dict:
-    """``{"commit", "dirty"}`` of the repository (``theorycheck.reproduce.git_state``:
+    """``{"commit", "dirty"}`` of the repository (``theorycheck._provenance.git_state``:
     the one definition of "dirty"); changes inside ``out_dir`` (the run's own output,
     which a resumed run of committed results rewrites) do not count."""
-    from theorycheck.reproduce import git_state
+    from theorycheck._provenance import git_state
 
     return git_state(out_dir)
 
 
 def provenance(config, *, seeds, **extra) -> dict:
-    """The one provenance record (``theorycheck.reproduce.provenance``: commit,
+    """The one provenance record (``theorycheck._provenance.provenance``: commit,
     dirty, versions, machine, load average, start) with the seeds, the config and
     ``extra`` (wall time, load average at the end)."""
     from experiments._allocator import loaded
-    from theorycheck.reproduce import provenance as record
+    from theorycheck._provenance import provenance as record
 
     out = getattr(config, "out", None)
     return record(
@@ -792,7 +792,7 @@ def run(
     from experiments import _distributed
     from experiments._allocator import loaded as loaded_allocator
     from experiments._allocator import release as release_memory
-    from theorycheck.reproduce import load_average
+    from theorycheck._provenance import load_average
 
     dist = _distributed.context()
     _setup_jax()

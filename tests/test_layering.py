@@ -53,7 +53,7 @@ LAYERS: list[set[str]] = [
     {"symbolic", "formal", "numeric"},
     # shared base: the error type, progress reporting, the version, the jaxpr walker
     # (jax only) and test helpers
-    {"_errors", "_progress", "_version", "_jaxpr", "_git", "testing"},
+    {"_errors", "_progress", "_version", "_jaxpr", "_git", "_provenance", "testing"},
 ]
 
 # Imports that break a rule in modules being rewritten elsewhere, listed so that the

@@ -6,15 +6,8 @@ experiments join by appending a section. :func:`reproduce` runs them and writes
 ``index.md`` and ``index.json`` with the provenance of every number.
 """
 
-from theorycheck.reproduce._core import (
-    PACKAGES,
-    Section,
-    SectionResult,
-    git_state,
-    load_average,
-    provenance,
-    run_sections,
-)
+from theorycheck._provenance import PACKAGES, git_state, load_average, provenance
+from theorycheck.reproduce._core import Section, SectionResult, run_sections
 from theorycheck.reproduce._linearization import linearization_section
 from theorycheck.reproduce._probes import probe_section
 from theorycheck.reproduce._sections import (
