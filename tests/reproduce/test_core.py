@@ -98,12 +98,12 @@ def test_without_the_repository_experiment_sections_say_what_they_need(
 def test_one_provenance_record_for_reports_and_experiments():
     # the report and every experiment's results.json write the same record; "dirty"
     # means tracked files differ from HEAD in both (untracked files do not count)
-    from experiments import _common
+    from experiments import runner
     from theorycheck.reproduce import git_state, provenance
 
     report = provenance(True)
-    cfg = _common.RolloutConfig()
-    run = _common.provenance(cfg, seeds=[0, 1])
+    cfg = runner.RolloutConfig()
+    run = runner.provenance(cfg, seeds=[0, 1])
     state = git_state()
     for key in ("commit", "dirty", "versions", "platform", "cpu_count"):
         assert report[key] == run[key], key
