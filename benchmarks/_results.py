@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from theorycheck._git import git
+from theorycheck._provenance import cpu_model
 
 SCHEMA = 1
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,13 +37,6 @@ def _load1() -> float | None:
         return os.getloadavg()[0]
     except OSError:
         return None
-
-
-def _cpu_model() -> str | None:
-    """The CPU's model name (``theorycheck.reproduce``'s reading of it)."""
-    from theorycheck.reproduce._core import _cpu_model as model
-
-    return model()
 
 
 def start(benchmark: str, args) -> dict:
@@ -71,7 +65,7 @@ def start(benchmark: str, args) -> dict:
             ),
             "python": platform.python_version(),
             "cpu_count": os.cpu_count(),
-            "cpu": _cpu_model(),
+            "cpu": cpu_model(),
             "load_1min_start": _load1(),
             "args": {k: v for k, v in vars(args).items() if k != "json_out"},
         },

@@ -342,7 +342,7 @@ def _write_unit(analysis) -> None:
     """The unit's results written as the experiment's store writes them (I/O)."""
     import tempfile
 
-    from experiments._common import write_json
+    from experiments.runner import write_json
 
     with tempfile.TemporaryDirectory() as tmp:
         write_json(os.path.join(tmp, "results.json"), {"units": {"u": analysis}})

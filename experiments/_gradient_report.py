@@ -1,6 +1,6 @@
 """Summary, markdown report and figures of ``experiments.gradient_bounds``.
 
-Every over-seed number is ``experiments._common.stat`` of the per-seed values (mean,
+Every over-seed number is ``experiments.runner.stat`` of the per-seed values (mean,
 standard error, n, ``ci95``: the 95% percentile bootstrap interval of the mean over
 seeds); a table cell reads ``mean [lo, hi]`` (``_linearization_report.cell``), the
 mean alone where fewer than 2 seeds have a value. With 2-5 seeds the interval is
@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from experiments import _common, _reachable_report
+from experiments import _reachable_report, runner
 from experiments._linearization_report import cell, seeds_sentence
 
 
@@ -35,7 +35,7 @@ def _series(runs: list[dict], key: str) -> list:
 
 
 def summarize(data: dict) -> dict:
-    """``_common.stat`` over seeds (mean, se, n, ci95, mde), per loss (bounds) and
+    """``runner.stat`` over seeds (mean, se, n, ci95, mde), per loss (bounds) and
     per fixed-target loss of the run's config; ``reach`` (the reachable-target scan)
     is None when the run has no such units."""
     names = lambda t: [n.strip() for n in t.split(",") if n.strip()]  # noqa: E731
@@ -52,24 +52,24 @@ def _summarize(units: dict, losses: list[str], fixed: list[str]) -> dict:
         steps = [s for r in runs for s in r["steps"]]
         out["bounds"][loss] = {
             "seeds": len(runs),
-            "tightness": _common.stat([r["tightness_mean"] for r in runs]),
+            "tightness": runner.stat([r["tightness_mean"] for r in runs]),
             "tightness_min": float(min(s["tightness"] or np.inf for s in steps)),
             "tightness_max": float(max(s["tightness"] or 0.0 for s in steps)),
-            "sigma_max": _common.stat(
+            "sigma_max": runner.stat(
                 [np.mean([s["sigma_max"] for s in r["steps"]]) for r in runs]
             ),
-            "sigma_growth": _common.stat([r["sigma_growth"] for r in runs]),
-            "grad_norm": _common.stat(
+            "sigma_growth": runner.stat([r["sigma_growth"] for r in runs]),
+            "grad_norm": runner.stat(
                 [np.mean([s["grad_norm"] for s in r["steps"]]) for r in runs]
             ),
-            "logit_grad_norm_max_over_min": _common.stat(
+            "logit_grad_norm_max_over_min": runner.stat(
                 [
                     max(s["logit_grad_norm"] for s in r["steps"])
                     / max(min(s["logit_grad_norm"] for s in r["steps"]), 1e-300)
                     for r in runs
                 ]
             ),
-            "loss_bound_over_bound": _common.stat(
+            "loss_bound_over_bound": runner.stat(
                 [
                     np.mean([s["loss_bound"] / s["bound"] for s in r["steps"]])
                     for r in runs
@@ -100,12 +100,12 @@ def _summarize(units: dict, losses: list[str], fixed: list[str]) -> dict:
             continue
         out["fixed"][loss] = {
             "seeds": len(runs),
-            "real_rate": _common.stat([r["real_rate"] for r in runs]),
-            "linearized_rate": _common.stat([r["linearized_rate"] for r in runs]),
-            "final_ratio_real": _common.stat(
+            "real_rate": runner.stat([r["real_rate"] for r in runs]),
+            "linearized_rate": runner.stat([r["linearized_rate"] for r in runs]),
+            "final_ratio_real": runner.stat(
                 [r["real_losses"][-1] / r["real_losses"][0] for r in runs]
             ),
-            "final_ratio_linearized": _common.stat(
+            "final_ratio_linearized": runner.stat(
                 [r["linearized_losses"][-1] / r["linearized_losses"][0] for r in runs]
             ),
             "lambda_min_zero": all(r["lambda_min_zero"] for r in runs),
@@ -116,10 +116,10 @@ def _summarize(units: dict, losses: list[str], fixed: list[str]) -> dict:
             "logit_inner_negative": sum(r["logit_inner_negative"] for r in runs),
             "needed_inequality_fails": sum(r["needed_inequality_fails"] for r in runs),
             "within_epsilon_slack": sum(r["within_epsilon_slack"] for r in runs),
-            "assumption_error_rel": _common.stat(
+            "assumption_error_rel": runner.stat(
                 [r["assumption_error_rel"] for r in runs]
             ),
-            "epsilon_over_initial": _common.stat(
+            "epsilon_over_initial": runner.stat(
                 [r["epsilon"] / r["real_losses"][0] for r in runs]
             ),
             "real_curve": np.mean(
@@ -228,7 +228,7 @@ def markdown(data: dict, timings: dict) -> str:
         f"× {cfg['new_tokens']} tokens, seeds {data['provenance']['seeds']}, commit "
         f"`{data['provenance']['commit']}`. " + seeds_sentence(_seed_counts(s)),
         "",
-        *_common.unfinished_line(data),
+        *runner.unfinished_line(data),
     ]
     if s["bounds"]:
         rows += _bounds_rows(s, cfg)
@@ -282,7 +282,7 @@ def _bounds_figure(bounds: dict, path: str) -> None:
     axes[1].set_xlabel("optimizer step")
     axes[1].set_title("tightness ‖∇θL‖/(σ_max‖∇zL‖)", fontsize=9)
     axes[1].legend(fontsize=8)
-    _common.savefig(fig, path)
+    runner.savefig(fig, path)
 
 
 def _fixed_figure(fixed: dict, path: str) -> None:
@@ -300,7 +300,7 @@ def _fixed_figure(fixed: dict, path: str) -> None:
     ax.set_xlabel("gradient-descent step")
     ax.set_ylabel("L_k / L_0")
     ax.legend(fontsize=8)
-    _common.savefig(fig, path)
+    runner.savefig(fig, path)
 
 
 def section(data: dict) -> str:

@@ -1,6 +1,6 @@
 """Summary, markdown report and figures of ``experiments.linearization``.
 
-Every over-seed number is ``experiments._common.stat`` of the per-seed values: mean,
+Every over-seed number is ``experiments.runner.stat`` of the per-seed values: mean,
 standard error, n and ``ci95``, the 95% percentile bootstrap interval of the mean over
 seeds. A table cell reads ``mean [lo, hi]`` (the mean alone where fewer than 2 seeds
 have a value). With the 2-5 seeds of the committed runs that interval is rough: a
@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from experiments import _common
+from experiments import runner
 
 #: the per-α statistics reported at α = 1 (the real update).
 AT_ONE = (
@@ -46,7 +46,7 @@ def _threshold(steps: list[dict], stat: str, level: str) -> dict:
     found = [s["thresholds"][stat][level] for s in steps]
     logs = [np.log10(f["alpha"]) for f in found if f["kind"] == "interpolated"]
     out = {
-        "log10_alpha": _common.stat(logs),
+        "log10_alpha": runner.stat(logs),
         "below_grid": sum(f["kind"] == "below_grid" for f in found),
         "not_reached": sum(f["kind"] == "not_reached" for f in found),
     }
@@ -84,7 +84,7 @@ def _names(text: str) -> list[str]:
 
 
 def summarize(data: dict) -> dict:
-    """``_common.stat`` over seeds (mean, se, n, ci95, mde) of every number, per
+    """``runner.stat`` over seeds (mean, se, n, ci95, mde) of every number, per
     (loss, subset, steps m) of the run's config."""
     cfg = data["config"]
     return _summarize(data["units"], _names(cfg["losses"]), _names(cfg["subsets"]))
@@ -104,12 +104,12 @@ def _summarize(units: dict, losses: list[str], subsets: list[str]) -> dict:
                 row = {
                     "seeds": len(steps),
                     "trainable_params": runs[0]["trainable_params"],
-                    "update_norm": _common.stat([s["update_norm"] for s in steps]),
+                    "update_norm": runner.stat([s["update_norm"] for s in steps]),
                     "at_alpha_1": {
-                        stat: _common.stat([_at_one(s, stat) for s in steps])
+                        stat: runner.stat([_at_one(s, stat) for s in steps])
                         for stat in AT_ONE
                     },
-                    "residual_slope": _common.stat(
+                    "residual_slope": runner.stat(
                         [slope(s["alphas"], s["residual_median"]) for s in steps]
                     ),
                     "thresholds": {
@@ -155,7 +155,7 @@ def interval(mean, ci, fmt) -> str:
 
 
 def cell(ms: dict | None, digits: int = 3) -> str:
-    """A table cell of a ``_common.stat``: ``mean [lo, hi]`` (95% bootstrap interval
+    """A table cell of a ``runner.stat``: ``mean [lo, hi]`` (95% bootstrap interval
     over seeds) where it has one (n ≥ 2), the mean alone otherwise, ``n/a`` without
     a value."""
     if ms is None:
@@ -212,7 +212,7 @@ def markdown(data: dict, timings: dict) -> str:
         f"`{data['provenance']['commit']}`. "
         + seeds_sentence(r["seeds"] for r in data["summary"].values()),
         "",
-        *_common.unfinished_line(data),
+        *runner.unfinished_line(data),
         "α at which the median per-token residual reaches 10% / 50% (geometric "
         "mean [10^interval of log10 α] over the seeds that crossed the level inside "
         "the grid):",
@@ -268,7 +268,7 @@ def figure(data: dict, path: str) -> None:
         ax.set_xlabel("α (scale of the real update)")
         ax.set_title(title, fontsize=9)
     axes[0].legend(fontsize=8)
-    _common.savefig(fig, path)
+    runner.savefig(fig, path)
 
 
 def figures(out_dir: str, data: dict) -> None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from experiments._common import stat
 from experiments._linearization_report import cell
 from experiments._reachable import LOSS
+from experiments.runner import stat
 
 
 def summarize(units: dict) -> dict | None:
-    """Per s: ``_common.stat`` over seeds (mean, se, n, ci95: the 95% percentile
+    """Per s: ``runner.stat`` over seeds (mean, se, n, ci95: the 95% percentile
     bootstrap interval of the mean); per seed: the first failing s."""
     runs = {
         int(k.rsplit("seed", 1)[1]): v
@@ -120,7 +120,7 @@ def figure(r: dict | None, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from experiments import _common
+    from experiments import runner
 
     s = np.array([x["scale"] for x in r["scales"]])
 
@@ -155,4 +155,4 @@ def figure(r: dict | None, path: str) -> None:
     axes[1].set_yscale("log")
     axes[1].set_xlabel("s")
     axes[1].set_title("linearization residual ρ at θ*", fontsize=9)
-    _common.savefig(fig, path)
+    runner.savefig(fig, path)

@@ -6,19 +6,19 @@ from __future__ import annotations
 import json
 import os
 
-from experiments import _common
+from experiments import runner
 from experiments._sign_report import cell
 
 
 def summarize(data: dict) -> dict:
     """``{"regime", "seeds", "stats": {flat key: stat over seeds}}``."""
     rows = [data["units"][u] for u in sorted(data["units"])]
-    flat = [_common.flatten({k: v for k, v in r.items() if k != "seed"}) for r in rows]
+    flat = [runner.flatten({k: v for k, v in r.items() if k != "seed"}) for r in rows]
     keys = sorted({k for f in flat for k in f})
     return {
         "regime": "bf16_engine",
         "seeds": [r["seed"] for r in rows],
-        "stats": {k: _common.stat([f.get(k) for f in flat]) for k in keys},
+        "stats": {k: runner.stat([f.get(k) for f in flat]) for k in keys},
     }
 
 
@@ -78,7 +78,7 @@ def _tables(data: dict) -> list[str]:
 def markdown(data: dict, timings: dict) -> str:
     """The full report.md (tables, the audit, the responses)."""
     md = ["# Trust-region quantities on real rollouts", "", *_tables(data)]
-    md += _common.unfinished_line(data)
+    md += runner.unfinished_line(data)
     for uid in sorted(data["units"]):
         u = data["units"][uid]
         audit = u["audit"]
@@ -136,4 +136,4 @@ def figures(out_dir: str, data: dict) -> None:
     ax.set_ylabel("sign agreement with exact Ḋ")
     ax.set_ylim(0, 1.05)
     ax.legend()
-    _common.savefig(fig, os.path.join(out_dir, "sign_agreement.png"))
+    runner.savefig(fig, os.path.join(out_dir, "sign_agreement.png"))

@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 
-from experiments import _common
+from experiments import runner
 
 _BY_STEP_KEYS = ("agreement", "balanced_accuracy", "base_rate")
 MAIN = ("always_rise", "ratio", "ddot_full", "ddot_topk_aggregated", "ntk1", "ntk2")
@@ -60,7 +60,7 @@ def summarize(data: dict) -> dict:
         by_variant.setdefault(units[uid]["variant"], []).append(units[uid])
     summary = {}
     for name, rows in by_variant.items():
-        flat = [_common.flatten(r) for r in rows]
+        flat = [runner.flatten(r) for r in rows]
         keys = sorted({k for f in flat for k in f if _keep(k)})
         diffs = {}
         for a, b in COMPARISONS:
@@ -69,11 +69,11 @@ def summarize(data: dict) -> dict:
                 for f in flat
             ]
             if any(v is not None for v in vals):
-                diffs[f"{a} - {b}"] = _common.stat(vals)
+                diffs[f"{a} - {b}"] = runner.stat(vals)
         summary[name] = {
             "regime": rows[0]["regime"],
             "seeds": [r["seed"] for r in rows],
-            "stats": {k: _common.stat([f.get(k) for f in flat]) for k in keys},
+            "stats": {k: runner.stat([f.get(k) for f in flat]) for k in keys},
             "diffs": diffs,
             "per_seed": [
                 {
@@ -267,7 +267,7 @@ def markdown(data: dict, timings: dict) -> str:
         "# Sign agreement of ΔD predictions with real multi-step updates",
         "",
         *_head(data),
-        *_common.unfinished_line(data),
+        *runner.unfinished_line(data),
         "Tokens evaluated: those in the step's minibatch with Â ≠ 0. *Signal* tokens "
         "have D > 1e-12 before their step; on-policy, the first minibatch's tokens "
         "(π = μ: every predictor abstains, D can only rise) are counted apart. A "
@@ -389,4 +389,4 @@ def figures(out_dir: str, data: dict) -> None:
     ax.set_ylabel("balanced accuracy (1 step, signal tokens)")
     ax.set_ylim(0, 1.05)
     ax.legend(fontsize=8, ncol=3)
-    _common.savefig(fig, os.path.join(out_dir, "balanced_accuracy.png"))
+    runner.savefig(fig, os.path.join(out_dir, "balanced_accuracy.png"))

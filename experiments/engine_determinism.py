@@ -33,7 +33,8 @@ import sys
 
 import numpy as np
 
-from experiments import _common
+from experiments import runner
+from theorycheck._errors import BadInput
 
 SINGLE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 #: the children: XLA flags that change how every matmul is computed on this CPU
@@ -127,27 +128,24 @@ def _child(cfg: dict, path: str) -> None:
 def against(src: str, experiment: str, seed: int, out: str) -> int:
     """This CPU's generation of ``src``'s recorded bfloat16 batch of ``seed``
     against the record; writes ``out``/against.json (see the module)."""
-    import dataclasses
     import importlib
 
+    from experiments import EXPERIMENTS
+    from experiments.runner import validate
+
+    if experiment not in EXPERIMENTS:
+        raise BadInput(f"--experiment {experiment!r}: one of {', '.join(EXPERIMENTS)}")
     exp = importlib.import_module(f"experiments.{experiment}")
-    path = os.path.join(src, "results.json")
-    if not os.path.exists(path):
-        raise _common.BadInput(f"--against {src}: no results.json there")
-    with open(path) as fh:
-        data = json.load(fh)
-    known = {f.name for f in dataclasses.fields(exp.Config)}
-    cfg = exp.Config(
-        **{k: v for k, v in _common.recorded_config(data).items() if k in known}
-    )
-    bank = _common.RolloutBank("", path=os.path.join(src, "rollouts.npz"))
+    _, data = validate.read_results(src, "--against")
+    cfg = validate.config_of(exp, data, src, experiment, "--against")
+    bank = runner.RolloutBank("", path=os.path.join(src, "rollouts.npz"))
     rec = bank.get(seed, "bfloat16")
     if rec is None:
-        raise _common.BadInput(f"--against {src}: no bfloat16 batch of seed {seed}")
+        raise BadInput(f"--against {src}: no bfloat16 batch of seed {seed}")
     from theorycheck.rl import record
 
-    _common._setup_jax()
-    ctx = _common.Context(cfg, bank, exp.generate)
+    runner.setup_jax()
+    ctx = runner.Context(cfg, bank, exp.generate)
     rollouts, meta = exp.generate(ctx, seed, "bfloat16")
     here = record(rollouts)
     recorded_meta = json.loads(str(rec.pop("meta")))
@@ -171,7 +169,7 @@ def against(src: str, experiment: str, seed: int, out: str) -> int:
         "experiment": experiment,
         "seed": seed,
         "recorded_on": run_cpu,
-        "provenance": _common.provenance(_common.RolloutConfig(), seeds=[seed]),
+        "provenance": runner.provenance(runner.RolloutConfig(), seeds=[seed]),
         "generation": compared,
         "anchor_arithmetic": cfg.anchor_arithmetic,
         "anchor_gap_here": gap,
@@ -182,7 +180,7 @@ def against(src: str, experiment: str, seed: int, out: str) -> int:
         else None,
     }
     os.makedirs(out, exist_ok=True)
-    _common.write_json(os.path.join(out, "against.json"), result)
+    runner.write_json(os.path.join(out, "against.json"), result)
     print(
         json.dumps(
             {
@@ -196,14 +194,20 @@ def against(src: str, experiment: str, seed: int, out: str) -> int:
 
 def jsonable_meta(meta: dict) -> dict:
     """``meta`` as it reads back from a record (JSON round trip)."""
-    return json.loads(json.dumps(_common.jsonable(meta)))
+    return json.loads(json.dumps(runner.jsonable(meta)))
 
 
 def main(argv=None) -> int:
-    """Runs the comparison; writes ``--out``/results.json."""
+    """Runs the comparison; writes ``--out``/results.json (the runner's contract:
+    bad input exits 2 in one line, SIGINT 130, SIGTERM 143)."""
+    own = argv is None and __name__ == "__main__"
+    return runner.guarded("engine_determinism", lambda: _main(argv), hard=own)
+
+
+def _main(argv) -> int:
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m experiments.engine_determinism")
+    p = runner.Parser(prog="python -m experiments.engine_determinism")
     p.add_argument("--tiny", action="store_true")
     p.add_argument("--out", default="reports/engine_determinism")
     p.add_argument("--seed", type=int, default=0)
@@ -215,14 +219,11 @@ def main(argv=None) -> int:
         "bfloat16 batch of --seed on this CPU and compare",
     )
     p.add_argument("--experiment", default="sign_agreement")
+    p.add_argument("--json", action="store_true", help="(always one JSON object)")
     args = p.parse_args(argv)
-    _common._setup_jax()  # float64: the exactly rounded rescoring computes in it
+    runner.setup_jax()  # float64: the exactly rounded rescoring computes in it
     if args.against:
-        try:
-            return against(args.against, args.experiment, args.seed, args.out)
-        except _common.BadInput as err:
-            print(f"engine_determinism: error: {err}", file=sys.stderr)
-            return 2
+        return against(args.against, args.experiment, args.seed, args.out)
     cfg = {
         "model": "tiny" if args.tiny else "smollm2",
         "task": "countdown",
@@ -238,7 +239,7 @@ def main(argv=None) -> int:
     from theorycheck.models import load_model
     from theorycheck.rl import tiny_model
 
-    os.makedirs(args.out, exist_ok=True)
+    runner.make_out(args.out)
     model = tiny_model() if args.tiny else load_model(cfg["model"])
     first = _arrays(model, cfg, args.seed)
     second = _arrays(model, cfg, args.seed)
@@ -263,11 +264,11 @@ def main(argv=None) -> int:
         arrays.pop("prompt_ids"), arrays.pop("prompt_mask")
     data = {
         "config": cfg,
-        "provenance": _common.provenance(_common.RolloutConfig(), seeds=[args.seed]),
+        "provenance": runner.provenance(runner.RolloutConfig(), seeds=[args.seed]),
         "same_process": _compare(first, second),
         **{f"{name}_child": _compare(first, c) for name, c in children.items()},
     }
-    _common.write_json(os.path.join(args.out, "results.json"), data)
+    runner.write_json(os.path.join(args.out, "results.json"), data)
     print(
         json.dumps({k: v for k, v in data.items() if k.endswith(("_child", "process"))})
     )

@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from experiments import _common, _reachable
 from experiments import _gradient_report as report  # noqa: F401  (the runner's)
+from experiments import _reachable, runner
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(_common.RolloutConfig):
+class Config(runner.RolloutConfig):
     """The experiment's settings (each is a ``--flag``; ``--tiny`` changes several)."""
 
     rewards: str = "task"
@@ -91,7 +91,7 @@ def _trainer(cfg: Config, model, rollouts, seed: int):
         epochs=cfg.epochs,
         trainable_blocks=cfg.trainable_blocks,
     )
-    dtype = trainer_dtype(cfg.trainable_blocks, model[0].vocab_size)
+    dtype = trainer_dtype(cfg.trainable_blocks, model.config.vocab_size)
     return Trainer(model, rollouts, tc, seed=seed, dtype=dtype)
 
 
@@ -99,7 +99,7 @@ def check_blocks(cfg: Config, model) -> None:
     """``trainable_blocks`` within the model's depth (bad input otherwise)."""
     from theorycheck._errors import BadInput
 
-    layers = model[0].num_layers
+    layers = model.config.num_layers
     if not 1 <= cfg.trainable_blocks <= layers:
         raise BadInput(
             f"trainable_blocks = {cfg.trainable_blocks} must be in 1..{layers} "
@@ -317,7 +317,7 @@ def _check(cfg: Config) -> tuple[list[str], list[str], list[float]]:
     return losses, fixed, scales
 
 
-def units(cfg: Config) -> list[_common.Unit]:
+def units(cfg: Config) -> list[runner.Unit]:
     """bounds/fixed/reach units, seed-major (a stopped run covers every kind), each
     on the bfloat16 engine's rollouts of its seed (regime ``bf16_engine``)."""
     losses, fixed, scales = _check(cfg)
@@ -326,19 +326,19 @@ def units(cfg: Config) -> list[_common.Unit]:
         kinds = [("bounds", n) for n in losses] + [("fixed", n) for n in fixed]
         kinds += [("reach", _reachable.LOSS)] if scales else []
         out += [
-            _common.Unit(f"{k}/{n}/seed{s}", s, "bfloat16", (k, n)) for k, n in kinds
+            runner.Unit(f"{k}/{n}/seed{s}", s, "bfloat16", (k, n)) for k, n in kinds
         ]
     return out
 
 
-def generate(ctx: _common.Context, seed: int, engine: str):
+def generate(ctx: runner.Context, seed: int, engine: str):
     """One seed's rollouts (those of ``experiments.linearization``)."""
     from experiments.linearization import rollouts_for
 
     return rollouts_for(ctx.cfg, ctx.model, seed), {}
 
 
-def run_unit(ctx: _common.Context, cfg: Config, unit: _common.Unit) -> dict:
+def run_unit(ctx: runner.Context, cfg: Config, unit: runner.Unit) -> dict:
     """One unit from its seed's recorded rollouts."""
     import numpy as np
 
@@ -349,7 +349,7 @@ def run_unit(ctx: _common.Context, cfg: Config, unit: _common.Unit) -> dict:
     rollouts, _ = ctx.rollouts(unit.seed, unit.engine)
     run = {"bounds": bounds_unit, "fixed": fixed_unit, "reach": reach_unit}[kind]
     out = run(cfg, ctx.model, rollouts, name, unit.seed)
-    dtype = trainer_dtype(cfg.trainable_blocks, ctx.model[0].vocab_size)
+    dtype = trainer_dtype(cfg.trainable_blocks, ctx.model.config.vocab_size)
     out.update(
         variant=f"{kind}/{name}",
         seed=unit.seed,
@@ -364,7 +364,7 @@ def main(argv=None) -> int:
     """Runs the experiment; returns the exit code (2 on bad input)."""
     import sys
 
-    return _common.main(sys.modules[__name__], argv)
+    return runner.main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from experiments import _common
 from experiments import _linearization_report as report  # noqa: F401  (the runner's)
+from experiments import runner
 
 LEVELS = (0.1, 0.5)
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(_common.RolloutConfig):
+class Config(runner.RolloutConfig):
     """The experiment's settings (each is a ``--flag``; ``--tiny`` changes several).
 
     ``losses`` and ``subsets`` are comma-separated; a subset is a number of trainable
@@ -205,7 +205,7 @@ def linearization_unit(
     return out
 
 
-def units(cfg: Config) -> list[_common.Unit]:
+def units(cfg: Config) -> list[runner.Unit]:
     """(loss, subset, seed) units, seed-major, every one on the bfloat16 engine's
     rollouts of its seed (regime ``bf16_engine``)."""
     from theorycheck.losses import LOSSES
@@ -214,19 +214,19 @@ def units(cfg: Config) -> list[_common.Unit]:
     subsets = _names(cfg.subsets, "subsets")
     alphas(cfg)
     return [
-        _common.Unit(f"{loss}/{sub}/seed{s}", s, "bfloat16", (loss, sub))
+        runner.Unit(f"{loss}/{sub}/seed{s}", s, "bfloat16", (loss, sub))
         for s in cfg.seed_list()
         for sub in subsets
         for loss in losses
     ]
 
 
-def generate(ctx: _common.Context, seed: int, engine: str):
+def generate(ctx: runner.Context, seed: int, engine: str):
     """One seed's rollouts (``rewards = coin``: fair coins drawn from the seed)."""
     return rollouts_for(ctx.cfg, ctx.model, seed), {}
 
 
-def run_unit(ctx: _common.Context, cfg: Config, unit: _common.Unit) -> dict:
+def run_unit(ctx: runner.Context, cfg: Config, unit: runner.Unit) -> dict:
     """One unit from its seed's recorded rollouts."""
     loss, sub = unit.spec
     rollouts, _ = ctx.rollouts(unit.seed, unit.engine)
@@ -244,7 +244,7 @@ def main(argv=None) -> int:
     """Runs the experiment; returns the exit code (2 on bad input)."""
     import sys
 
-    return _common.main(sys.modules[__name__], argv)
+    return runner.main(sys.modules[__name__], argv)
 
 
 def rollouts_for(cfg, model, seed: int):

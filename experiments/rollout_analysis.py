@@ -20,8 +20,9 @@ import dataclasses
 
 import numpy as np
 
-from experiments import _common
 from experiments import _rollout_report as report  # noqa: F401  (the runner's)
+from experiments import runner
+from theorycheck._errors import BadInput
 
 #: a small verifiable task: the continuation must name the capital.
 TASKS = (
@@ -59,7 +60,7 @@ DIVERGENCES = ("kl", "tv", "binary_kl", "binary_tv", "topk_kl", "topk_tv")
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(_common.RolloutConfig):
+class Config(runner.RolloutConfig):
     """The rollout settings (``RolloutConfig``; the prompts are the four capitals
     prompts, ``prompts`` of them) and the DPPO mask thresholds."""
 
@@ -78,14 +79,14 @@ class Config(_common.RolloutConfig):
         return cls(model="tiny", samples=2, new_tokens=4, topk=5)
 
 
-def units(cfg: Config) -> list[_common.Unit]:
+def units(cfg: Config) -> list[runner.Unit]:
     """One unit per seed."""
     if not 1 <= cfg.prompts <= len(TASKS):
-        raise _common.BadInput(f"prompts = {cfg.prompts} must be in [1, {len(TASKS)}]")
-    return [_common.Unit(f"seed{s}", s, "bfloat16") for s in cfg.seed_list()]
+        raise BadInput(f"prompts = {cfg.prompts} must be in [1, {len(TASKS)}]")
+    return [runner.Unit(f"seed{s}", s, "bfloat16") for s in cfg.seed_list()]
 
 
-def generate(ctx: _common.Context, seed: int, engine: str):
+def generate(ctx: runner.Context, seed: int, engine: str):
     """The capitals prompts sampled by the engine."""
     from theorycheck.rl import Problem, collect
 
@@ -184,7 +185,7 @@ def audit_inputs(rollouts, logits, adv) -> dict:
     }
 
 
-def run_unit(ctx: _common.Context, cfg: Config, unit: _common.Unit) -> dict:
+def run_unit(ctx: runner.Context, cfg: Config, unit: runner.Unit) -> dict:
     """One seed: every summary number of the rollout batch."""
     from theorycheck.losses import AUDITABLE, audit_batch, validate_batch
     from theorycheck.rl import anchor_gap
@@ -241,7 +242,7 @@ def main(argv=None) -> int:
     """Runs the experiment; returns the exit code (2 on bad input)."""
     import sys
 
-    return _common.main(sys.modules[__name__], argv)
+    return runner.main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from experiments import _common
 from experiments import _sign_report as report  # noqa: F401  (the runner's)
+from experiments import runner
+from theorycheck._errors import BadInput
 from theorycheck.rl import TrainConfig
 
 #: the default grid: one variant per regime, side by side.
@@ -50,7 +51,7 @@ ANALYSIS_VERSION = 4
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(_common.RolloutConfig, TrainConfig):
+class Config(runner.RolloutConfig, TrainConfig):
     """The experiment's settings: the rollout batch (``RolloutConfig``), the trainer
     (``TrainConfig``: loss, reduction, optimizer and its β1/β2/ε/weight decay/clip,
     lr, M, epochs, trainable blocks, mismatch, the trunk's dtype, here float64) and
@@ -100,18 +101,16 @@ class Config(_common.RolloutConfig, TrainConfig):
     trunk_dtype: str = "float64"
 
     def __post_init__(self):
-        _common.RolloutConfig.__post_init__(self)
+        runner.RolloutConfig.__post_init__(self)
         TrainConfig.__post_init__(self)
         if not 0 < self.paper_quantile < 1:
-            raise _common.BadInput(
-                f"paper_quantile = {self.paper_quantile} must be in (0, 1)"
-            )
+            raise BadInput(f"paper_quantile = {self.paper_quantile} must be in (0, 1)")
         if not 1 <= self.min_mixed <= self.prompts:
-            raise _common.BadInput(
+            raise BadInput(
                 f"min_mixed = {self.min_mixed} must be in 1..prompts ({self.prompts})"
             )
         if self.probe_rows not in ("all", "minibatch"):
-            raise _common.BadInput(
+            raise BadInput(
                 f"probe_rows = {self.probe_rows!r} must be 'all' or 'minibatch'"
             )
         rows = self.prompts * self.samples
@@ -119,7 +118,7 @@ class Config(_common.RolloutConfig, TrainConfig):
         if not 0 <= self.others_rows <= most or (
             self.probe_rows == "all" and self.others_rows
         ):
-            raise _common.BadInput(
+            raise BadInput(
                 f"others_rows = {self.others_rows} must be in 0..{most} (0 with "
                 "probe_rows 'all')"
             )
@@ -164,14 +163,10 @@ def variants(cfg: Config) -> dict[str, dict]:
     names = named.get(cfg.grid) or tuple(cfg.grid.split(","))
     unknown = [n for n in names if n not in table]
     if unknown:
-        raise _common.BadInput(
-            f"unknown variant(s) {unknown}; valid: {', '.join(table)}"
-        )
+        raise BadInput(f"unknown variant(s) {unknown}; valid: {', '.join(table)}")
     unknown = [n for n in mask_variants(cfg) if n not in table]
     if unknown:
-        raise _common.BadInput(
-            f"unknown mask variant(s) {unknown}; valid: {', '.join(table)}"
-        )
+        raise BadInput(f"unknown mask variant(s) {unknown}; valid: {', '.join(table)}")
     return {n: table[n] for n in names}
 
 
@@ -190,12 +185,12 @@ def train_config(cfg: Config, overrides: dict) -> TrainConfig:
     return TrainConfig(**{**train_fields(cfg), **overrides})
 
 
-def units(cfg: Config) -> list[_common.Unit]:
+def units(cfg: Config) -> list[runner.Unit]:
     """Seed-major: every variant of a seed before the next seed, so that an
     interrupted run has both regimes side by side for the seeds it finished."""
     grid = variants(cfg)
     return [
-        _common.Unit(
+        runner.Unit(
             f"{name}/seed{seed}",
             seed,
             "bfloat16" if train_config(cfg, grid[name]).mismatch else "float32",
@@ -206,7 +201,7 @@ def units(cfg: Config) -> list[_common.Unit]:
     ]
 
 
-def generate(ctx: _common.Context, seed: int, engine: str):
+def generate(ctx: runner.Context, seed: int, engine: str):
     """One seed's rollouts of one engine with dynamic sampling
     (:func:`theorycheck.rl.collect_filled`: each engine's own rewards decide which
     groups it keeps); ``(rollouts, meta)`` with ``draws``, ``kept`` and
@@ -230,20 +225,14 @@ def generate(ctx: _common.Context, seed: int, engine: str):
     )
 
 
-def _trunks(ctx: _common.Context, seed: int, engine: str, anchor: bool) -> dict:
-    """The frozen-trunk cache of one rollout batch (``Trainer(trunk=...)``, keyed
-    inside by trainable blocks, trainer seed and dtype): the variants of a seed that
-    train on the same batch (one engine) compute the trunk once; one batch is kept
-    at a time, as ``ctx.rollouts`` keeps one."""
-    key = (seed, engine, anchor)
-    held = getattr(ctx, "_sign_trunks", None)
-    if held is None or held[0] != key:
-        held = (key, {})
-        ctx._sign_trunks = held
-    return held[1]
+def reads_anchor(result: dict) -> bool:
+    """Whether a finished unit read the anchor (a restart that changes only
+    ``anchor_arithmetic`` recomputes those): the ``on_policy`` units never do, the
+    trainer's own policy at the start is their μ."""
+    return result.get("regime") != "on_policy"
 
 
-def run_unit(ctx: _common.Context, cfg: Config, unit: _common.Unit) -> dict:
+def run_unit(ctx: runner.Context, cfg: Config, unit: runner.Unit) -> dict:
     """One (variant, seed): train with the probe; every per-unit number."""
     from theorycheck.probes import analyze_probe, run_probe
     from theorycheck.probes._matched import (
@@ -255,19 +244,20 @@ def run_unit(ctx: _common.Context, cfg: Config, unit: _common.Unit) -> dict:
 
     tc = train_config(cfg, variants(cfg)[unit.spec])
     rollouts, meta = ctx.rollouts(unit.seed, unit.engine, anchor=tc.mismatch)
-    sharding = _common.data_sharding(cfg.devices)
+    sharding = runner.data_sharding(cfg.devices)
     trainer = Trainer(
         ctx.model,
         rollouts,
         tc,
         seed=unit.seed,
         sharding=sharding,
-        trunk=_trunks(ctx, unit.seed, unit.engine, tc.mismatch),
+        # the variants of a seed that train on the same batch compute the trunk once
+        trunk=ctx.batch_cache(unit.seed, unit.engine, tc.mismatch),
     )
     masks = unit.spec in mask_variants(cfg)
     b, mb = trainer.batch.sampled.shape[0], len(trainer.minibatch_rows[0])
     if cfg.others_rows > b - mb:
-        raise _common.BadInput(
+        raise BadInput(
             f"others_rows = {cfg.others_rows} must be <= {b - mb} (the rows outside "
             "a minibatch)"
         )
@@ -311,7 +301,7 @@ def main(argv=None) -> int:
     """Runs the experiment; returns the exit code (2 on bad input)."""
     import sys
 
-    return _common.main(sys.modules[__name__], argv)
+    return runner.main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

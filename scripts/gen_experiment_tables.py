@@ -27,11 +27,11 @@ import docgen  # noqa: E402
 sys.path.insert(0, str(docgen.ROOT))
 
 from experiments import (  # noqa: E402
-    _common,
     _gradient_report,
     _linearization_report,
     _rollout_report,
     _sign_report,
+    runner,
 )
 from experiments._sign_report import cell  # noqa: E402
 
@@ -386,7 +386,7 @@ def _pct(x, digits: int = 2) -> str:
 
 
 def _ci(ms, fmt=_g, digits: int = 2) -> str:
-    """A ``_common.stat`` as ``mean [lo, hi]`` (its 95% bootstrap interval over
+    """A ``runner.stat`` as ``mean [lo, hi]`` (its 95% bootstrap interval over
     seeds; ``_linearization_report.interval``, ``digits`` significant digits or
     more), the mean alone with fewer than 2 seeds.
 
@@ -404,14 +404,14 @@ def _ci(ms, fmt=_g, digits: int = 2) -> str:
 
 
 def _ci_of(values, fmt=_g) -> str:
-    """``_ci`` of ``_common.stat(values)`` (per-seed values)."""
-    return _ci(_common.stat(values), fmt)
+    """``_ci`` of ``runner.stat(values)`` (per-seed values)."""
+    return _ci(runner.stat(values), fmt)
 
 
 def _geo_ci(values) -> str:
     """The geometric mean of positive per-seed values with the interval
     :math:`10^{\\mathrm{ci}}` of their log10 (as for the α thresholds)."""
-    st = _common.stat([None if v is None else math.log10(v) for v in values])
+    st = runner.stat([None if v is None else math.log10(v) for v in values])
     if st["mean"] is None:
         return "n/a"
     ci = None if st["ci95"] is None else [10**x for x in st["ci95"]]

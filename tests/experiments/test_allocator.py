@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments import _allocator
+from experiments.runner import allocator as _allocator
 from theorycheck._errors import BadInput
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,7 +96,7 @@ def test_release_does_nothing_under_the_system_allocator():
 
 _HELD = """
 import numpy as np
-from experiments import _allocator
+from experiments.runner import allocator as _allocator
 
 def rss_mb():
     with open("/proc/self/status") as f:

@@ -23,7 +23,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments import _distributed, rollout_analysis
+from experiments import rollout_analysis
+from experiments.runner import distributed as _distributed
+from theorycheck._errors import BadInput
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = 4  # two rounds on two processes: the kill falls between them
@@ -166,18 +168,18 @@ def test_two_processes_killed_and_resumed_equal_one_process(tmp_path):
 def test_rounds_assign_units_by_process_index():
     todo = [f"u{i}" for i in range(5)]
     for index in range(2):
-        ctx = _distributed.Context(index=index, count=2)
+        ctx = _distributed.Processes(index=index, count=2)
         rounds = _distributed.assign(todo, ctx)
         assert [r[index] for r in rounds] == todo[index::2] + [None] * (index == 1)
-    assert _distributed.assign(todo, _distributed.Context()) == [[u] for u in todo]
-    assert _distributed.assign([], _distributed.Context(index=0, count=3)) == []
+    assert _distributed.assign(todo, _distributed.Processes()) == [[u] for u in todo]
+    assert _distributed.assign([], _distributed.Processes(index=0, count=3)) == []
 
 
 def test_one_process_decides_from_its_own_store():
-    ctx = _distributed.Context()
+    ctx = _distributed.Processes()
     done = {"a"}.__contains__
     assert _distributed.decide(["a", "b", "c"], done, ctx=ctx) == ["b", "c"]
-    with pytest.raises(_distributed.BadInput, match="holds a run with another"):
+    with pytest.raises(BadInput, match="holds a run with another"):
         _distributed.decide(["a"], done, "x holds a run with another config", ctx)
     assert _distributed.gather({"x": 1}, ctx) == [{"x": 1}]
     assert _distributed.broadcast_bytes(b"ab", ctx) == b"ab"

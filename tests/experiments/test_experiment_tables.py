@@ -186,7 +186,7 @@ def test_committed_results_are_small():
 
 
 def test_a_partial_replay_keeps_the_units_an_earlier_one_checked(tmp_path):
-    from experiments._common import _merged_replay
+    from experiments.runner.replay import _merged_replay
 
     path = tmp_path / "replay.json"
     units = {"a": {}, "b": {}, "c": {}}
@@ -224,7 +224,8 @@ def test_a_replay_entry_of_numbers_since_recomputed_is_not_kept(tmp_path):
     """An earlier replay checked a unit's numbers as they were (``recorded_sha``);
     once the unit is recomputed (other numbers) the entry no longer speaks for it,
     and a restart that recomputes units prunes their entries at once."""
-    from experiments._common import _merged_replay, prune_replay, unit_sha
+    from experiments.runner.replay import _merged_replay, unit_sha
+    from experiments.runner.store import prune_replay
 
     (tmp_path / "replay").mkdir()
     path = tmp_path / "replay" / "replay.json"

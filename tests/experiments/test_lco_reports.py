@@ -71,7 +71,7 @@ def test_the_committed_summary_is_the_summary_of_its_units(name):
     """``summary`` (with its intervals) is what the report module computes from the
     committed units now; floats to 1e-9 relative (summation order)."""
     data = _load(name)
-    from experiments._common import flatten, jsonable
+    from experiments.runner import flatten, jsonable
 
     fresh = flatten(jsonable(_report(name).summarize(data)))
     committed = flatten(data["summary"])

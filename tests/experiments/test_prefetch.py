@@ -10,8 +10,10 @@ import types
 import numpy as np
 import pytest
 
-from experiments import _allocator, _common, rollout_analysis
+from experiments import rollout_analysis, runner
+from experiments.runner import allocator as _allocator
 from tests.experiments._results import assert_same_results
+from theorycheck.models import Model
 
 
 def _context(tmp_path, monkeypatch, generate, **kwargs):
@@ -24,8 +26,8 @@ def _context(tmp_path, monkeypatch, generate, **kwargs):
     cfg = types.SimpleNamespace(
         out=str(tmp_path), model="fake", temperature=1.0, anchor_arithmetic="xla"
     )
-    ctx = _common.Context(cfg, _common.RolloutBank(str(tmp_path)), generate, **kwargs)
-    ctx._model = (None, None, None)  # (config, params, tokenizer): unused
+    ctx = runner.Context(cfg, runner.RolloutBank(str(tmp_path)), generate, **kwargs)
+    ctx._model = Model(None, None, None)  # (config, params, tokenizer): unused
     return ctx
 
 
@@ -52,7 +54,7 @@ def test_a_prefetched_batch_is_generated_once_in_the_background(tmp_path, monkey
     ctx._ahead.join(10)
     assert calls == [(1, "float32", "rollouts-ahead")]
     assert ctx.bank.get(1, "float32")["tokens"].tolist() == [[1] * 3] * 2
-    reread = _common.RolloutBank(str(tmp_path))  # and it is in rollouts.npz
+    reread = runner.RolloutBank(str(tmp_path))  # and it is in rollouts.npz
     assert reread.get(1, "float32")["tokens"].tolist() == [[1] * 3] * 2
 
 
@@ -85,7 +87,7 @@ def test_a_batch_finished_after_close_is_not_recorded(tmp_path, monkeypatch):
     release.set()
     ctx._ahead.join(10)
     assert ctx.bank.batches() == {(0, "bfloat16")}
-    assert _common.RolloutBank(str(tmp_path)).batches() == {(0, "bfloat16")}
+    assert runner.RolloutBank(str(tmp_path)).batches() == {(0, "bfloat16")}
 
 
 @pytest.mark.parametrize("setting", ["replay", "no_generation", "held"])
@@ -120,7 +122,7 @@ def test_a_failed_background_batch_is_raised_by_the_unit_that_reads_it(
 
 
 def test_the_bank_is_read_while_batches_are_added(tmp_path):
-    bank = _common.RolloutBank(str(tmp_path), write=False)
+    bank = runner.RolloutBank(str(tmp_path), write=False)
     errors = []
 
     def add():
@@ -157,7 +159,7 @@ def test_a_tiny_run_without_background_generation_is_the_same(tmp_path, monkeypa
     argv = ["--tiny", "--seeds", "3"]
     assert rollout_analysis.main([*argv, "--out", str(tmp_path / "ahead")]) == 0
     ahead, threads[:] = list(threads), []
-    monkeypatch.setattr(_common.Context, "prefetch", lambda self, seed, engine: None)
+    monkeypatch.setattr(runner.Context, "prefetch", lambda self, seed, engine: None)
     assert rollout_analysis.main([*argv, "--out", str(tmp_path / "seq")]) == 0
     assert "rollouts-ahead" in ahead and set(threads) == {"MainThread"}
     assert len(ahead) == len(threads)

@@ -5,7 +5,7 @@ import jax
 import numpy as np
 import pytest
 
-from experiments._common import data_sharding
+from experiments.runner import data_sharding
 from theorycheck.probes import analyze_probe, run_probe
 from theorycheck.rl import TrainConfig, Trainer
 

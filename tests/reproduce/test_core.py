@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from theorycheck.reproduce import SECTIONS, Section, SectionResult, run_sections
 
 
@@ -96,12 +98,12 @@ def test_without_the_repository_experiment_sections_say_what_they_need(
 def test_one_provenance_record_for_reports_and_experiments():
     # the report and every experiment's results.json write the same record; "dirty"
     # means tracked files differ from HEAD in both (untracked files do not count)
-    from experiments import _common
+    from experiments import runner
     from theorycheck.reproduce import git_state, provenance
 
     report = provenance(True)
-    cfg = _common.RolloutConfig()
-    run = _common.provenance(cfg, seeds=[0, 1])
+    cfg = runner.RolloutConfig()
+    run = runner.provenance(cfg, seeds=[0, 1])
     state = git_state()
     for key in ("commit", "dirty", "versions", "platform", "cpu_count"):
         assert report[key] == run[key], key
@@ -135,3 +137,25 @@ def test_a_runs_own_output_folder_does_not_make_it_dirty(tmp_path, monkeypatch):
     assert git_state(str(tmp_path / "out"))["dirty"] is False
     (tmp_path / "code.py").write_text("x = 2\n")
     assert git_state(str(tmp_path / "out"))["dirty"] is True
+
+
+def test_sections_render_through_the_experiments_declared_list(tmp_path):
+    # the library renders an experiment's section in a child process from the
+    # repository root (the declared list, ``python -m experiments section``): the
+    # same markdown as the experiment's report module, without importing it here
+    import experiments
+    from theorycheck.reproduce._subprocess import ROOT, render
+
+    run_dir = ROOT / "experiments" / "results" / "rollout_analysis"
+    text, data = render("rollout_analysis", run_dir)
+    assert text == experiments.report("rollout_analysis").section(data)
+    with pytest.raises(RuntimeError, match="no experiment 'nope'"):
+        render("nope", run_dir)
+
+
+def test_benchmarks_and_experiments_take_provenance_from_the_base():
+    # the one record lives below reproduce: reproduce re-exports it
+    from theorycheck import _provenance, reproduce
+
+    assert reproduce.provenance is _provenance.provenance
+    assert reproduce.git_state is _provenance.git_state

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Callable
 
 
 class Family(enum.StrEnum):
@@ -26,6 +27,13 @@ class RopeLayout(enum.StrEnum):
     HALF = "half"
     #: llama.cpp's GGUF layout for Llama: adjacent pairs (2i, 2i + 1).
     INTERLEAVED = "interleaved"
+
+
+#: Family -> its check of a config (``FamilyModule.validate``), read by
+#: :meth:`ModelConfig.__post_init__`. Filled by ``_families`` (the one table of
+#: families): the family modules import this one, so it never imports them back;
+#: importing any module of the package loads the package, and so the table, first.
+VALIDATORS: dict[Family, Callable[[ModelConfig], None]] = {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,11 +97,9 @@ class ModelConfig:
                 f"num_heads = {self.num_heads} is not a multiple of "
                 f"num_kv_heads = {self.num_kv_heads}"
             )
-        # the family modules import this one, so the table is read when it is used
-        from theorycheck.models._families import FAMILIES
-
-        if self.family not in FAMILIES:
+        if self.family not in VALIDATORS:
             raise ValueError(
-                f"ModelConfig.family = {self.family!r} is not one of {sorted(FAMILIES)}"
+                f"ModelConfig.family = {self.family!r} is not one of "
+                f"{sorted(VALIDATORS)}"
             )
-        FAMILIES[self.family].validate(self)
+        VALIDATORS[self.family](self)

@@ -8,7 +8,7 @@ loaders read everything else from the record.
 
 from __future__ import annotations
 
-from theorycheck.models._config import Family
+from theorycheck.models._config import VALIDATORS, Family
 from theorycheck.models._family import FamilyModule
 from theorycheck.models._gemma import GEMMA
 from theorycheck.models._gpt2 import GPT2
@@ -19,3 +19,7 @@ FAMILIES: dict[Family, FamilyModule] = {
     Family.GPT2: GPT2,
     Family.GEMMA: GEMMA,
 }
+
+# the configs' own check reads the families' validators from here (the family
+# modules import ``_config``, so ``_config`` never imports them back)
+VALIDATORS.update({family: module.validate for family, module in FAMILIES.items()})

@@ -37,6 +37,8 @@ from theorycheck.probes._linearization import (
 )
 from theorycheck.probes._mask import RULES, coupled_mask, coupled_update
 from theorycheck.probes._metrics import (
+    ESTIMATORS,
+    MASKS,
     TOL,
     mean_se,
     outside,
@@ -52,7 +54,7 @@ from theorycheck.probes._objective import (
     trainer_view,
     value_and_grad,
 )
-from theorycheck.probes._probe import ESTIMATORS, MASKS, run_probe
+from theorycheck.probes._probe import run_probe
 from theorycheck.probes._taylor import divergences, kl_rows, predict_change, taylor_fn
 
 __all__ = [

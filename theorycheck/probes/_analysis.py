@@ -24,8 +24,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from theorycheck.probes._metrics import outside, sign_metrics, signs, unsafe_keep
-from theorycheck.probes._probe import ESTIMATORS, MASKS
+from theorycheck.probes._metrics import (
+    ESTIMATORS,
+    MASKS,
+    outside,
+    sign_metrics,
+    signs,
+    unsafe_keep,
+)
 
 #: the sign predictors the probe analysis scores (the trivial one first).
 PREDICTORS = (

@@ -60,6 +60,7 @@ import optax
 from theorycheck.losses import Reduction, reduction_weights
 from theorycheck.models import logits_from_prefix
 from theorycheck.numeric import MaskConfig, token_stats
+from theorycheck.probes._metrics import ESTIMATORS
 from theorycheck.probes._taylor import kl_rows, taylor_fn
 from theorycheck.rl import token_losses
 
@@ -68,7 +69,6 @@ from theorycheck.rl import token_losses
 BUCKET = 32
 #: rows x response tokens per probe-pass call (bounds the [tokens, V] temporaries).
 TOKENS_PER_CALL = 512
-_ESTIMATORS = ("full", "topk_aggregated", "topk_uniform", "topk_proportional")
 
 
 class Layout(NamedTuple):
@@ -376,7 +376,7 @@ def _probe_pass(trainable, delta, head_params, r: _Rows, config, topk):
         check=False,
     )
     out = {"d0": d0, "first": d1, "second": d2, "ratio": stats["ratio"]}
-    for est in _ESTIMATORS:
+    for est in ESTIMATORS:
         out[f"ddot_{est}"] = stats[f"ddot_kl_{est}"]
     return out
 

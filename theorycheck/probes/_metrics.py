@@ -24,6 +24,10 @@ from __future__ import annotations
 
 import numpy as np
 
+#: the Ḋ estimators recorded per token (exact, then the three top-K ones).
+ESTIMATORS = ("full", "topk_aggregated", "topk_uniform", "topk_proportional")
+#: the masks whose own updates a probe step can evaluate.
+MASKS = ("none", "ratio", "predictive", "coupled")
 #: |value| below this is float64 rounding noise and counts as 0 (abstain / no change):
 #: exactly on-policy, Ḋ and the coupled prediction are sums that cancel to ~1e-17.
 TOL = 1e-12

@@ -24,13 +24,8 @@ import optax
 from theorycheck.numeric import MaskConfig, token_stats
 from theorycheck.probes._fast import _Clock
 from theorycheck.probes._mask import coupled_mask
-from theorycheck.probes._metrics import outside, signs
+from theorycheck.probes._metrics import ESTIMATORS, MASKS, outside, signs
 from theorycheck.probes._taylor import divergences, predict_change
-
-#: the Ḋ estimators recorded per token (exact, then the three top-K ones).
-ESTIMATORS = ("full", "topk_aggregated", "topk_uniform", "topk_proportional")
-#: the masks whose own updates a probe step can evaluate.
-MASKS = ("none", "ratio", "predictive", "coupled")
 
 
 def _keeps(rec, delta):

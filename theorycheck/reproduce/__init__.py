@@ -6,15 +6,9 @@ experiments join by appending a section. :func:`reproduce` runs them and writes
 ``index.md`` and ``index.json`` with the provenance of every number.
 """
 
-from theorycheck.reproduce._core import (
-    PACKAGES,
-    Section,
-    SectionResult,
-    git_state,
-    load_average,
-    provenance,
-    run_sections,
-)
+from theorycheck import _provenance
+from theorycheck._provenance import git_state, load_average, provenance
+from theorycheck.reproduce._core import Section, SectionResult, run_sections
 from theorycheck.reproduce._linearization import linearization_section
 from theorycheck.reproduce._probes import probe_section
 from theorycheck.reproduce._sections import (
@@ -24,6 +18,9 @@ from theorycheck.reproduce._sections import (
     rollout_section,
 )
 from theorycheck.reproduce._subprocess import repository
+
+#: Distributions whose versions every report records.
+PACKAGES = _provenance.PACKAGES
 
 #: The report's sections, in order.
 SECTIONS: tuple[Section, ...] = (

@@ -14,23 +14,21 @@ from pathlib import Path
 from theorycheck.reproduce._core import SectionResult
 from theorycheck.reproduce._subprocess import figures, render, run_experiment
 
-#: (experiment, its report module, arguments of the short run) for (full, quick).
+#: (experiment, arguments of the short run) for (full, quick).
 RUNS = {
     False: (
-        ("linearization", "_linearization_report", ["--seeds", "1"]),
+        ("linearization", ["--seeds", "1"]),
         (
             "gradient_bounds",
-            "_gradient_report",
             ["--seeds", "1", "--fixed-losses", "lco_mse"],
         ),
     ),
     True: (
         (
             "linearization",
-            "_linearization_report",
             ["--tiny", "--seeds", "1", "--subsets", "1,all"],
         ),
-        ("gradient_bounds", "_gradient_report", ["--tiny", "--seeds", "1"]),
+        ("gradient_bounds", ["--tiny", "--seeds", "1"]),
     ),
 }
 
@@ -39,9 +37,9 @@ def linearization_section(out: Path, quick: bool) -> SectionResult:
     """Short runs of both experiments; their tables, figures and summaries."""
     out = Path(out)
     parts, data, figs = [], {}, []
-    for name, report, args in RUNS[quick]:
+    for name, args in RUNS[quick]:
         run_dir = run_experiment(name, args, out)
-        text, results = render(report, run_dir)
+        text, results = render(name, run_dir)
         parts += [f"### `experiments.{name}`", "", text, ""]
         parts.append(f"Full report: [{name}/report.md]({name}/report.md).")
         parts.append("")
@@ -49,7 +47,7 @@ def linearization_section(out: Path, quick: bool) -> SectionResult:
         figs += figures(run_dir, name)
     config = {
         "commands": [
-            " ".join([f"python -m experiments.{n}", *a]) for n, _, a in RUNS[quick]
+            " ".join([f"python -m experiments.{n}", *a]) for n, a in RUNS[quick]
         ]
     }
     return SectionResult("\n".join(parts), data, tuple(figs), config)

@@ -24,7 +24,7 @@ PROBE_ARGS = {
 def probe_section(out: Path, quick: bool) -> SectionResult:
     """The short sign-agreement run, both regimes; tables from its results JSON."""
     run_dir = run_experiment("sign_agreement", PROBE_ARGS[quick], out)
-    text, data = render("_sign_report", run_dir)
+    text, data = render("sign_agreement", run_dir)
     lines = [
         "Per token, the predicted sign of ΔD(μ‖π) against the realized change after "
         "each real optimizer step under a fixed anchor: the ratio criterion, the "

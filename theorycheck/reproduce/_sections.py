@@ -168,7 +168,7 @@ def rollout_section(out: Path, quick: bool) -> SectionResult:
     from theorycheck.reproduce._subprocess import figures, render, run_experiment
 
     run_dir = run_experiment("rollout_analysis", ROLLOUT_ARGS[quick], out)
-    text, data = render("_rollout_report", run_dir)
+    text, data = render("rollout_analysis", run_dir)
     lines = [
         "The embedded checkpoint samples in bfloat16 (the rollout engine) and "
         "recomputes in float32 (the trainer); per token: divergences, exact Ḋ and its "

@@ -4,7 +4,9 @@
 repository root: the experiment's progress and stdout stay out of the report's streams
 (its stderr is shown on a terminal and kept for the error message otherwise). The
 section's markdown is then rendered from the run's ``results.json`` by the experiment's
-report module (``section(data)``), never by re-reading its ``report.md``.
+report module (``section(data)``, through ``python -m experiments section``: the
+experiments' declared list), never by re-reading its ``report.md``; the library never
+imports the experiments nor edits its own import path.
 
 The experiments live in the repository (``experiments/`` beside ``theorycheck/``),
 not in the installed package: :func:`repository` says in one line what is missing.
@@ -12,7 +14,6 @@ not in the installed package: :func:`repository` says in one line what is missin
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import subprocess
@@ -39,25 +40,26 @@ def repository() -> Path:
     return ROOT
 
 
+def _child(argv: list[str]) -> subprocess.CompletedProcess:
+    """``python ARGV`` from the repository root (``-m`` puts the root on the child's
+    path: the experiments are found there, never by editing this process's path)."""
+    return subprocess.run(
+        [sys.executable, *argv],
+        cwd=str(repository()),
+        stdout=subprocess.PIPE,
+        stderr=None if _progress.enabled() else subprocess.PIPE,
+        text=True,
+    )
+
+
 def run_experiment(name: str, args: list[str], out: Path) -> Path:
     """Runs ``experiments.<name>`` with ``--out out/<name>`` and returns that folder.
 
     Raises:
         RuntimeError: the experiment exited non-zero (the end of its stderr attached).
     """
-    root = str(repository())
-    run_dir = Path(out) / name
-    argv = [sys.executable, "-m", f"experiments.{name}", "--out", str(run_dir), *args]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run(
-        argv,
-        cwd=root,
-        stdout=subprocess.PIPE,
-        stderr=None if _progress.enabled() else subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    run_dir = Path(out).resolve() / name
+    proc = _child(["-m", f"experiments.{name}", "--out", str(run_dir), *args])
     if proc.returncode != 0:
         raise RuntimeError(
             f"experiments.{name} exited {proc.returncode}: {(proc.stderr or '')[-400:]}"
@@ -65,15 +67,18 @@ def run_experiment(name: str, args: list[str], out: Path) -> Path:
     return run_dir
 
 
-def render(report: str, run_dir: Path) -> tuple[str, dict]:
-    """``(markdown, data)``: ``experiments.<report>.section`` of the run's
-    ``results.json``."""
-    root = str(repository())
-    if root not in sys.path:
-        sys.path.insert(0, root)
-    module = importlib.import_module(f"experiments.{report}")
+def render(name: str, run_dir: Path) -> tuple[str, dict]:
+    """``(markdown, data)``: experiment ``name``'s section of the run's
+    ``results.json``, rendered by its own report (``python -m experiments section``,
+    the experiments' declared list) in a child process."""
+    proc = _child(["-m", "experiments", "section", name, str(Path(run_dir).resolve())])
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"experiments section {name} exited {proc.returncode}: "
+            f"{(proc.stderr or '')[-400:]}"
+        )
     data = json.loads((Path(run_dir) / "results.json").read_text())
-    return module.section(data), data
+    return proc.stdout, data
 
 
 def figures(run_dir: Path, prefix: str) -> tuple[str, ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 
 import numpy as np
 import optax
@@ -141,8 +142,16 @@ def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
     return optax.chain(clip, opt)
 
 
-#: how the trainer's anchor is rescored (:func:`theorycheck.rl.rescore`)
-ARITHMETICS = ("exact", "xla")
+class Arithmetic(enum.StrEnum):
+    """How the trainer's anchor is rescored (:func:`theorycheck.rl.rescore`): exactly
+    rounded, or XLA's engine-dtype pass."""
+
+    EXACT = "exact"
+    XLA = "xla"
+
+
+#: the arithmetics' names, in order (what a config's ``anchor_arithmetic`` holds)
+_NAMES = tuple(a.value for a in Arithmetic)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,10 +178,10 @@ class RolloutConfig:
                 raise BadInput(f"{name} = {getattr(self, name)} must be >= 1")
         if not (np.isfinite(self.temperature) and self.temperature > 0):
             raise BadInput(f"temperature = {self.temperature} must be > 0")
-        if self.anchor_arithmetic not in ARITHMETICS:
+        if self.anchor_arithmetic not in _NAMES:
             raise BadInput(
                 f"anchor_arithmetic = {self.anchor_arithmetic!r} must be one of "
-                f"{', '.join(ARITHMETICS)}"
+                f"{', '.join(_NAMES)}"
             )
 
     def seed_list(self) -> list[int]:

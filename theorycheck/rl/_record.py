@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from theorycheck._errors import BadInput
-from theorycheck.rl._config import ARITHMETICS
+from theorycheck.rl._config import Arithmetic
 from theorycheck.rl._rollout import Rollouts
 
 #: the arrays of one recorded batch (prefixed per batch in a shared ``.npz``).
@@ -78,7 +78,7 @@ def rescore(
 ) -> np.ndarray:
     r"""``[B, N, V]`` float32 engine log-probs of the response positions (teacher
     forced, parameters cast to ``engine_dtype``), computed one of
-    :data:`ARITHMETICS` ways.
+    :class:`Arithmetic` ways.
 
     With ``arithmetic="exact"`` the pass is :func:`theorycheck.models.exactly_rounded`:
     the engine's program (bfloat16 activations, float32 norm statistics and softmax)
@@ -97,9 +97,9 @@ def rescore(
         raise BadInput(
             f"engine_dtype must be bfloat16 or float32, got {engine_dtype!r}"
         )
-    if arithmetic not in ARITHMETICS:
+    if arithmetic not in {a.value for a in Arithmetic}:
         raise BadInput(
-            f"anchor arithmetic must be one of {', '.join(ARITHMETICS)}, "
+            f"anchor arithmetic must be one of {', '.join(Arithmetic)}, "
             f"got {arithmetic!r}"
         )
     cfg, params, _ = model

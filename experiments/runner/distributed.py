@@ -6,7 +6,7 @@ every process runs the same command; :func:`initialize` connects them
 process id come from the flags, or, where a flag is not given, from the environment
 the way JAX reads it: ``SLURM_*`` under ``srun``, ``OMPI_*`` under Open MPI's
 ``mpirun``, and the other clusters JAX detects). The run loop
-(``experiments._common.run``) then uses the pieces below:
+(``experiments.runner.loop.run``) then uses the pieces below:
 
 * **Process 0 alone reads and writes the results store**, the recorded rollouts,
   the report and the figures; the other processes need no shared file system.
@@ -40,7 +40,7 @@ from theorycheck._errors import BadInput
 
 
 @dataclasses.dataclass(frozen=True)
-class Context:
+class Processes:
     """Where this process stands: ``index`` of ``count`` processes."""
 
     index: int = 0
@@ -52,11 +52,11 @@ class Context:
         return self.index == 0
 
 
-_CONTEXT = Context()
+_CONTEXT = Processes()
 
 
-def context() -> Context:
-    """The current :class:`Context` (one process until :func:`initialize`)."""
+def context() -> Processes:
+    """The current :class:`Processes` (one process until :func:`initialize`)."""
     return _CONTEXT
 
 
@@ -93,7 +93,7 @@ def initialize(
     coordinator: str | None = None,
     num_processes: int | None = None,
     process_id: int | None = None,
-) -> Context:
+) -> Processes:
     """Connects this process to the others (``jax.distributed.initialize``); must
     run before any JAX computation.
 
@@ -103,7 +103,7 @@ def initialize(
         process_id: this process's index (None: from the environment).
 
     Returns:
-        The :class:`Context`; also kept for :func:`context`.
+        The :class:`Processes`; also kept for :func:`context`.
     """
     global _CONTEXT
     import jax
@@ -124,18 +124,18 @@ def initialize(
             f"--distributed: {first} (pass --coordinator, --num-processes and "
             "--process-id, or launch under srun/mpirun)"
         ) from err
-    _CONTEXT = Context(index=jax.process_index(), count=jax.process_count())
+    _CONTEXT = Processes(index=jax.process_index(), count=jax.process_count())
     return _CONTEXT
 
 
-def assign(todo: list, ctx: Context | None = None) -> list[list]:
+def assign(todo: list, ctx: Processes | None = None) -> list[list]:
     """Rounds of units: round r holds ``todo[r * P : (r + 1) * P]``; process i
     computes entry i of each round (None where a round is short).
 
     Examples:
-        >>> assign(["a", "b", "c"], Context(index=1, count=2))
+        >>> assign(["a", "b", "c"], Processes(index=1, count=2))
         [['a', 'b'], ['c', None]]
-        >>> assign(["a", "b"], Context())
+        >>> assign(["a", "b"], Processes())
         [['a'], ['b']]
     """
     ctx = ctx or context()
@@ -150,7 +150,7 @@ def _bucket(n: int) -> int:
     return max(64, 1 << max(0, n - 1).bit_length())
 
 
-def broadcast_bytes(data: bytes | None, ctx: Context | None = None) -> bytes:
+def broadcast_bytes(data: bytes | None, ctx: Processes | None = None) -> bytes:
     """Process 0's ``data`` on every process (``broadcast_one_to_all``; the other
     processes pass None)."""
     ctx = ctx or context()
@@ -169,7 +169,7 @@ def broadcast_bytes(data: bytes | None, ctx: Context | None = None) -> bytes:
     return bytes(np.asarray(out)[:size])
 
 
-def gather_bytes(data: bytes, ctx: Context | None = None) -> list[bytes]:
+def gather_bytes(data: bytes, ctx: Processes | None = None) -> list[bytes]:
     """Every process's ``data``, in process order (``process_allgather``)."""
     ctx = ctx or context()
     if ctx.count == 1:
@@ -183,11 +183,11 @@ def gather_bytes(data: bytes, ctx: Context | None = None) -> list[bytes]:
     return [bytes(rows[i, : int(sizes[i])]) for i in range(ctx.count)]
 
 
-def gather(result, ctx: Context | None = None) -> list:
+def gather(result, ctx: Processes | None = None) -> list:
     """Every process's JSON-ready ``result`` (or None), in process order.
 
     Examples:
-        >>> gather({"x": 1.5}, Context())
+        >>> gather({"x": 1.5}, Processes())
         [{'x': 1.5}]
     """
     ctx = ctx or context()
@@ -198,7 +198,7 @@ def gather(result, ctx: Context | None = None) -> list:
 
 
 def decide(
-    units: list[str], done, error: str | None = None, ctx: Context | None = None
+    units: list[str], done, error: str | None = None, ctx: Processes | None = None
 ) -> list[str]:
     """The units left, as process 0 decides them, on every process.
 
@@ -208,10 +208,10 @@ def decide(
             other processes).
         error: process 0's bad-input message (its results store holds another
             config), raised on every process.
-        ctx: the :class:`Context` (default: :func:`context`).
+        ctx: the :class:`Processes` (default: :func:`context`).
 
     Examples:
-        >>> decide(["a", "b"], {"a"}.__contains__, ctx=Context())
+        >>> decide(["a", "b"], {"a"}.__contains__, ctx=Processes())
         ['b']
     """
     ctx = ctx or context()
@@ -231,14 +231,14 @@ def decide(
     return plan["todo"]
 
 
-def run_units(todo: list, save, compute, ctx: Context | None = None, progress=""):
+def run_units(todo: list, save, compute, ctx: Processes | None = None, progress=""):
     """Computes ``todo`` over every process; process 0 saves each result.
 
     Args:
         todo: the units left (:func:`decide`), the same list on every process.
         save: ``save(unit, payload)``, called on process 0 only, in ``todo``'s order.
         compute: ``unit -> payload`` (JSON-ready: it crosses processes as JSON).
-        ctx: the :class:`Context` (default: :func:`context`).
+        ctx: the :class:`Processes` (default: :func:`context`).
         progress: a progress bar's label (``theorycheck._progress``), "" for none.
     """
     from theorycheck._progress import bar
@@ -302,7 +302,7 @@ def check_args(args) -> None:
     check(**_settings(args))
 
 
-def from_args(args) -> Context:
+def from_args(args) -> Processes:
     """Initializes from parsed :func:`add_flags` flags (one process without
     ``--distributed``)."""
     check_args(args)
@@ -312,7 +312,7 @@ def from_args(args) -> Context:
 
 
 __all__ = [
-    "Context",
+    "Processes",
     "add_flags",
     "assign",
     "broadcast_bytes",
@@ -326,3 +326,32 @@ __all__ = [
     "initialize",
     "run_units",
 ]
+
+
+def data_sharding(devices: int):
+    """Row sharding over the first ``devices`` devices of this process (None for
+    one device).
+
+    The batch's leading (sequence) axis is split over a 1-D ``"data"`` mesh of
+    ``jax.local_devices()`` (under ``--distributed`` every process computes its own
+    units, so a unit never spans another process's devices); weights stay
+    replicated, so gradients are reduced across devices by XLA.
+    """
+    if devices <= 1:
+        return None
+    import jax
+    from jax.sharding import AxisType, NamedSharding, PartitionSpec
+
+    if jax.local_device_count() < devices:
+        raise BadInput(
+            f"devices = {devices} but this process has only "
+            f"{jax.local_device_count()} (CPU: "
+            "XLA_FLAGS=--xla_force_host_platform_device_count=N)"
+        )
+    mesh = jax.make_mesh(
+        (devices,),
+        ("data",),
+        devices=jax.local_devices()[:devices],  # this process's own (addressable)
+        axis_types=(AxisType.Auto,),  # XLA propagates the row sharding itself
+    )
+    return NamedSharding(mesh, PartitionSpec("data"))
