@@ -15,9 +15,9 @@ import numpy as np
 import torch
 
 from theorycheck._errors import BadInput
-from theorycheck.torchfront import _cache, _front
-from theorycheck.torchfront._front import JaxLoss, VerlMisuse
-from theorycheck.torchfront._gate import boundary_points, gate
+from theorycheck.torchfront import _cache, _loss
+from theorycheck.torchfront._gate import boundary_points, gate, record
+from theorycheck.torchfront._loss import JaxLoss, VerlMisuse
 from theorycheck.torchfront._trace import pick_loss, trace
 from theorycheck.torchfront._verl import MissingKey, VerlConfig, config_values
 
@@ -46,8 +46,8 @@ def _gated(name, translation, reference, lines, *, wrt, labels):
             boundaries=count,
         )
 
-    report = _front.outside_trace(run)
-    _front.GATE_REPORTS.append(report)
+    report = _loss.outside_trace(run)
+    record(report)
     return translation
 
 
@@ -85,7 +85,7 @@ def logits_loss(
     *,
     func: str,
     naive: bool = False,
-) -> _front.TorchLoss:
+) -> _loss.TorchLoss:
     """``fn(logits, sampled, **params)`` as a JAX loss of the same inputs."""
     var_kw = any(p.kind is p.VAR_KEYWORD for p in params)
     named = [p for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
@@ -130,7 +130,7 @@ def logits_loss(
             values = [
                 np.asarray(a)
                 if _concrete(a)
-                else _front.nominal(k, defaults.get(k), a.shape, int(sampled))
+                else _loss.nominal(k, defaults.get(k), a.shape, int(sampled))
                 for k, a in zip(names, arrays)
             ]
             shapes = [a.shape for a in arrays]
@@ -141,7 +141,7 @@ def logits_loss(
 
     jax_loss = JaxLoss(loss, var_kw)
     jax_loss.symbolic_v = lambda by_v: symbolic_v(fn, name, by_v, floats)
-    return _front.TorchLoss(name, jax_loss, accepts, required, defaults, "logits", fn)
+    return _loss.TorchLoss(name, jax_loss, accepts, required, defaults, "logits", fn)
 
 
 #: The largest V ``torch.export`` is asked to cover (its dynamic dimensions need a
@@ -264,12 +264,12 @@ def verl_loss(
     *,
     func: str,
     naive: bool = False,
-) -> _front.TorchLoss:
+) -> _loss.TorchLoss:
     """verl's policy-loss function as a JAX loss of the logits (module docstring)."""
     extra = [
         p.name
         for p in params[4:]
-        if p.name not in _front.VERL_KEYWORDS
+        if p.name not in _loss.VERL_KEYWORDS
         and p.default is p.empty
         and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
     ]
@@ -313,7 +313,7 @@ def verl_loss(
                 _cache.put(path, func, meta, "verl", translation)
         return _cache.verl_call(box["translation"], logits, sampled, adv, behavior_logp)
 
-    return _front.TorchLoss(
+    return _loss.TorchLoss(
         name,
         JaxLoss(loss, False),
         accepts,

@@ -27,44 +27,23 @@ translated by :mod:`~theorycheck.torchfront._interp` and passes the gate
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import inspect
 import multiprocessing
 import re
-import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
-
-import numpy as np
 
 from theorycheck._errors import BadInput
+from theorycheck.torchfront._loss import (
+    INSTALL_HINT,
+    VERL_KEYWORDS,
+    VERL_TENSORS,
+    TorchLoss,
+)
 
-#: verl's policy-loss signature: the tensors, then the keywords.
-VERL_TENSORS = ("old_log_prob", "log_prob", "advantages", "response_mask")
-VERL_KEYWORDS = ("loss_agg_mode", "config", "rollout_is_weights")
-#: the one line for a torch loss when the extra is not installed.
-INSTALL_HINT = "pip install 'theorycheck[torch]'"
 _IMPORTS_TORCH = re.compile(r"^\s*(import\s+torch\b|from\s+torch\b)", re.MULTILINE)
 _SUFFIX = re.compile(r"^(?P<fn>[^\[]*)\[(?P<sig>[a-z]+)(?P<rest>(;[^\]]*)?)\]$")
-
-#: the gate reports of this process (``GateReport``, one per translated program).
-GATE_REPORTS: list = []
-
-
-def gate_summary() -> str | None:
-    """One line for every program the gate passed in this process (``None``: no
-    PyTorch loss was translated)."""
-    if not GATE_REPORTS:
-        return None
-    points = sum(r.points for r in GATE_REPORTS)
-    boundaries = sum(r.boundaries for r in GATE_REPORTS)
-    return (
-        f"{len(GATE_REPORTS)} translated program(s): value and gradient equal torch "
-        f"autograd in float64 at {points} points, both sides of {boundaries} switch "
-        "boundaries"
-    )
 
 
 def split_function(func: str) -> tuple[str, str | None, dict[str, float]]:
@@ -129,64 +108,6 @@ def command_spec(
     inputs = {k: v for k, v in params.items() if k in ("adv", "q")}
     suffix = "".join(f";{k}={v!r}" for k, v in config.items())
     return f"{path_text}:{func or 'loss'}[verl{suffix}]", inputs
-
-
-@dataclasses.dataclass(frozen=True)
-class TorchLoss:
-    """A PyTorch loss translated to a JAX ``loss(logits, sampled, **inputs)``.
-
-    Attributes:
-        name: ``file.py:function`` (``[verl]`` added for the verl form).
-        loss: the JAX function (translation + gate on first use of each program).
-        accepts: the inputs and parameters it takes.
-        required: those without a default.
-        defaults: the function's own defaults (verl form: every config value the
-            loss read, documented default or ``--set``).
-        form: ``"logits"`` or ``"verl"``.
-        torch_fn: the user's function.
-        reference: the torch function of the traced program's inputs (verl form:
-            ``(old_log_prob, log_prob, advantages, response_mask) -> loss``).
-    """
-
-    name: str
-    loss: Callable
-    accepts: frozenset[str]
-    required: frozenset[str]
-    defaults: Mapping[str, Any]
-    form: str
-    torch_fn: Callable
-    reference: Callable | None = None
-
-
-class JaxLoss:
-    """The translated loss as a callable that pickles to nothing (like the user's
-    own code, it never leaves the isolated process that runs it)."""
-
-    def __init__(self, fn: Callable, var_keyword: bool) -> None:
-        self.fn = fn
-        self.var_keyword = var_keyword
-
-    def __call__(self, logits, sampled, **inputs):
-        return self.fn(logits, sampled, **inputs)
-
-    def __reduce__(self):
-        return (_left_behind, ())
-
-
-def _left_behind() -> None:
-    """What a translated loss unpickles to outside its process."""
-    return None
-
-
-class VerlMisuse(BadInput):
-    """A verl config value passed as a loss input (it belongs in the SPEC)."""
-
-    def __init__(self, name: str, extra: Mapping[str, Any]) -> None:
-        key = sorted(extra)[0]
-        super().__init__(
-            f"{name}: {key} is a verl config value; set it with --set on the "
-            "command line (it is part of the SPEC: FILE.py:FN[verl;KEY=VALUE])"
-        )
 
 
 def _import_torch(path: Path) -> None:
@@ -296,41 +217,3 @@ def _load(path: Path, func: str, naive: bool) -> TorchLoss:
     from theorycheck.torchfront._forms import logits_loss
 
     return logits_loss(fn, name, path, params[2:], func=func or "loss", naive=naive)
-
-
-def outside_trace(fn: Callable, *args: Any) -> Any:
-    """``fn(*args)`` in a thread of its own, outside any JAX trace of the caller
-    (JAX's trace state is per thread): the gate evaluates numbers while the checker
-    may be tracing the loss."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = fn(*args)
-        except BaseException as err:  # re-raised in the caller's thread
-            box["error"] = err
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
-def nominal(name: str, default: Any, shape: tuple[int, ...], sampled: int):
-    """A value for an input the gate cannot read (a tracer): the documented
-    defaults (``adv = 1``, ``q = 1/2``, μ from q, zeros), else the function's
-    default, else 1/2."""
-    if name == "behavior_logp":
-        vocab = shape[0]
-        mu = np.full(vocab, 0.5 / max(vocab - 1, 1))
-        mu[sampled] = 0.5
-        return np.log(mu)
-    if name == "old_logits":
-        return np.zeros(shape)
-    if name == "adv":
-        return np.ones(shape)
-    if isinstance(default, (int, float)) and not isinstance(default, bool):
-        return np.full(shape, float(default))
-    return np.full(shape, 0.5)

@@ -60,6 +60,40 @@ class GateReport:
         )
 
 
+#: the gate reports of this process (one per translated program), read by
+#: :func:`gate_summary` for the check's output; :func:`clear_reports` empties it.
+_REPORTS: list[GateReport] = []
+
+
+def record(report: GateReport) -> None:
+    """Keeps ``report`` for :func:`gate_summary`."""
+    _REPORTS.append(report)
+
+
+def reports() -> tuple[GateReport, ...]:
+    """The reports kept so far in this process."""
+    return tuple(_REPORTS)
+
+
+def clear_reports() -> None:
+    """Forgets the reports kept so far (a new check)."""
+    _REPORTS.clear()
+
+
+def gate_summary() -> str | None:
+    """One line for every program the gate passed in this process (``None``: no
+    PyTorch loss was translated)."""
+    if not _REPORTS:
+        return None
+    points = sum(r.points for r in _REPORTS)
+    boundaries = sum(r.boundaries for r in _REPORTS)
+    return (
+        f"{len(_REPORTS)} translated program(s): value and gradient equal torch "
+        f"autograd in float64 at {points} points, both sides of {boundaries} switch "
+        "boundaries"
+    )
+
+
 def _on_line(line, ts: np.ndarray) -> list[np.ndarray]:
     """The stacked inputs at ``base + t * direction`` for every ``t`` in ``ts``."""
     base, direction = line
