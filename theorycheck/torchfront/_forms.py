@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import multiprocessing
 import re
@@ -18,11 +19,12 @@ from theorycheck._errors import BadInput
 from theorycheck.torchfront import _cache, _loss
 from theorycheck.torchfront._gate import boundary_points, gate, record
 from theorycheck.torchfront._loss import JaxLoss, VerlMisuse
-from theorycheck.torchfront._trace import pick_loss, trace
-from theorycheck.torchfront._verl import MissingKey, VerlConfig, config_values
+from theorycheck.torchfront._signatures import VERL, config_values
+from theorycheck.torchfront._trace import lifted_casts, pick_loss, trace
+from theorycheck.torchfront._verl import MissingKey, VerlConfig
 
 
-def _gated(name, translation, reference, lines, *, wrt, labels):
+def _gated(name, translation, reference, lines, *, wrt, labels, notes=()):
     """The translation, once the gate passed. In a worker process of the checker
     (the structure stage's) the gate is the parent's: the parent translates and
     gates the same programs (V = 3, 4, 5, 16 and every searched V) before it
@@ -36,7 +38,7 @@ def _gated(name, translation, reference, lines, *, wrt, labels):
 
     def _run():
         points, count = boundary_points(translation, lines)
-        return gate(
+        report = gate(
             name,
             translation,
             reference,
@@ -45,6 +47,7 @@ def _gated(name, translation, reference, lines, *, wrt, labels):
             labels=labels,
             boundaries=count,
         )
+        return dataclasses.replace(report, notes=tuple(notes))
 
     report = _loss.outside_trace(run)
     record(report)
@@ -231,28 +234,105 @@ def _verl_lines():
     return lines
 
 
-def _verl_reference(fn, name, params, values, reads):
+def _user_config(fn, framework, settings, reads, name):
+    """An instance of the user's own config class (``ActorConfig``,
+    ``AlgorithmConfig``) when the loss's module has it: built by the class from
+    its defaults, the ``--set`` values written on it, and every attribute the loss
+    reads recorded in ``reads``. ``None``: the module has no such class."""
+    cls = getattr(fn, "__globals__", {}).get(framework.config_class or "")
+    if not isinstance(cls, type):
+        return None
+    try:
+        config = cls()
+        for key, value in settings.items():
+            *path, last = key.split(".")
+            target = config
+            for part in path:
+                target = getattr(target, part)
+            object.__setattr__(target, last, value)
+        config.__class__ = _recording(cls, reads)
+    except Exception as err:  # the user's class: say how to go on
+        raise BadInput(
+            f"{name}: cannot build the config {cls.__name__}() from its defaults "
+            f"and --set ({type(err).__name__}: {err}); give every field a default "
+            f"or --set it, or remove {cls.__name__} from the loss's module to use "
+            f"{framework.name}'s documented defaults"
+        ) from None
+    return config
+
+
+def _recording(cls, reads):
+    """A subclass of ``cls`` (``isinstance`` checks pass) that records reads."""
+
+    def __getattribute__(self, key):
+        value = super(recorded, self).__getattribute__(key)
+        if not key.startswith("_") and _plain(value):
+            reads[key] = value
+        return value
+
+    recorded = type(cls.__name__, (cls,), {"__getattribute__": __getattribute__})
+    return recorded
+
+
+def _plain(value) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def _call(framework, fn, params, config, tensors):
+    """``fn`` called as the trainer calls it with one token's tensors."""
+    old, logp, adv, mask = tensors
     takes = {p.name for p in params}
+    if framework.name == "miles":
+        eps = {k: v for k, v in config.items() if k in takes}
+        return pick_loss(fn(old - logp, adv, **eps), "").sum()
+    if framework.name == "skyrl":
+        extra = {"rollout_logprobs": old} if "rollout_logprobs" in takes else {}
+        return fn(logp, old, adv, config, mask, **extra)
+    kwargs: dict[str, Any] = {}
+    if "config" in takes:
+        kwargs["config"] = config
+    if "rollout_is_weights" in takes:
+        kwargs["rollout_is_weights"] = None
+    return fn(
+        old_log_prob=old, log_prob=logp, advantages=adv, response_mask=mask, **kwargs
+    )
+
+
+def _framework_reference(fn, name, framework, params, settings, reads):
+    values = config_values(framework, settings)
 
     def reference(old, logp, adv, mask):
-        kwargs: dict[str, Any] = {}
-        if "config" in takes:
-            kwargs["config"] = VerlConfig(values, reads)
-        if "rollout_is_weights" in takes:
-            kwargs["rollout_is_weights"] = None
+        config = _user_config(fn, framework, settings, reads, name)
+        if config is None and framework.config_class is None:
+            reads.update(values)
+            config = values
+        elif config is None:
+            config = VerlConfig(values, reads)
         try:
-            out = fn(
-                old_log_prob=old,
-                log_prob=logp,
-                advantages=adv,
-                response_mask=mask,
-                **kwargs,
-            )
+            out = _call(framework, fn, params, config, (old, logp, adv, mask))
         except MissingKey as err:
             raise BadInput(f"{name}: {err}") from None
         return pick_loss(out, name)
 
     return reference
+
+
+def _eager_reads(reference, name, user_file):
+    """One eager call at ``q = 1/2, p = 0.4, A = 1``: the config values the loss
+    reads, and the user's own error (with its ``file.py:LINE``) before any trace."""
+    from theorycheck.torchfront._trace import float64_default, where
+
+    t = lambda x: torch.full((1, 1), float(x), dtype=torch.float64)  # noqa: E731
+    try:
+        with float64_default():
+            reference(t(np.log(0.5)), t(np.log(0.4)), t(1.0), t(1.0))
+    except BadInput:
+        raise
+    except Exception as err:  # the user's code: one line naming its place
+        raise BadInput(
+            f"{name}: the loss raised {type(err).__name__}: "
+            f"{str(err).splitlines()[0] if str(err) else ''}{where(err, user_file)}"
+        ) from None
 
 
 def verl_loss(
@@ -264,35 +344,37 @@ def verl_loss(
     *,
     func: str,
     naive: bool = False,
+    framework=VERL,
 ) -> _loss.TorchLoss:
-    """verl's policy-loss function as a JAX loss of the logits (module docstring)."""
+    """A trainer's policy-loss function as a JAX loss of the logits
+    (:mod:`~theorycheck.torchfront._signatures`). Loading it runs it once, eagerly
+    (the config values it reads; ``coefficient`` needs nothing more); the trace,
+    translation and gate come with the first call of the JAX loss."""
     extra = [
         p.name
-        for p in params[4:]
-        if p.name not in _loss.VERL_KEYWORDS
+        for p in params[len(framework.first) :]
+        if p.name not in _KNOWN[framework.name]
         and p.default is p.empty
         and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
     ]
     if extra:
         raise BadInput(
-            f"{name}: needs {', '.join(extra)}, which verl's signature does not pass"
+            f"{name}: needs {', '.join(extra)}, which {framework.name}'s signature "
+            "does not pass"
         )
-    values = config_values(settings)
     reads: dict[str, Any] = {}
-    reference = _verl_reference(fn, name, params, values, reads)
-    translation = trace(
-        reference, [(1, 1)] * 4, name=name, user_file=path.resolve(), naive=naive
-    )
-    unread = sorted(set(settings) - set(reads) - {k.split(".")[-1] for k in reads})
+    user_file = path.resolve()
+    reference = _framework_reference(fn, name, framework, params, settings, reads)
+    _eager_reads(reference, name, user_file)
+    read_names = set(reads) | {k.split(".")[-1] for k in reads}
+    unread = sorted(set(settings) - read_names)
     if unread:
         raise BadInput(
             f"{name}: unknown parameter {unread[0]!r}: the loss reads "
             f"{', '.join(sorted(reads)) or 'no config value'} (and takes adv, q)"
         )
     box: dict[str, Any] = {}
-    config_keys = set(reads)
-
-    accepts = frozenset({"adv", "behavior_logp"} | config_keys)
+    accepts = frozenset({"adv", "behavior_logp"} | set(reads))
     meta = {
         "name": name,
         "accepts": accepts,
@@ -306,8 +388,26 @@ def verl_loss(
         if extra:
             raise VerlMisuse(name, extra)
         if "translation" not in box:
+            formula, lifted = lifted_casts(reference)
+            translation = trace(
+                formula, [(1, 1)] * 4, name=name, user_file=user_file, naive=naive
+            )
+            notes = (
+                [
+                    f"casts kept in float64 (the formula without training precision): "
+                    f"{', '.join(sorted(lifted))}"
+                ]
+                if lifted
+                else []
+            )
             box["translation"] = _gated(
-                name, translation, reference, _verl_lines(), wrt=1, labels=_LABELS
+                name,
+                translation,
+                formula,
+                _verl_lines(),
+                wrt=1,
+                labels=_LABELS,
+                notes=notes,
             )
             if not naive:
                 _cache.put(path, func, meta, "verl", translation)
@@ -322,7 +422,16 @@ def verl_loss(
         "verl",
         fn,
         reference,
+        framework.name,
     )
+
+
+#: the parameters after the tensors that each signature passes.
+_KNOWN = {
+    "verl": frozenset(_loss.VERL_KEYWORDS),
+    "skyrl": frozenset({"config", "loss_mask", "rollout_logprobs"}),
+    "miles": frozenset({"eps_clip", "eps_clip_high", "eps_clip_c"}),
+}
 
 
 def torch_scalar(x: Any) -> torch.Tensor:

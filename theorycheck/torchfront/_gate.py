@@ -52,6 +52,7 @@ class GateReport:
 
     points: int
     boundaries: int
+    notes: tuple[str, ...] = ()
 
     def text(self) -> str:
         return (
@@ -87,10 +88,11 @@ def gate_summary() -> str | None:
         return None
     points = sum(r.points for r in _REPORTS)
     boundaries = sum(r.boundaries for r in _REPORTS)
+    notes = sorted({n for r in _REPORTS for n in r.notes})
     return (
         f"{len(_REPORTS)} translated program(s): value and gradient equal torch "
         f"autograd in float64 at {points} points, both sides of {boundaries} switch "
-        "boundaries"
+        "boundaries" + "".join(f"; {n}" for n in notes)
     )
 
 

@@ -36,6 +36,8 @@ class TorchLoss:
         torch_fn: the user's function.
         reference: the torch function of the traced program's inputs (verl form:
             ``(old_log_prob, log_prob, advantages, response_mask) -> loss``).
+        signature: ``logits``, or the trainer whose signature it has
+            (``verl``, ``skyrl``, ``miles``; the form is then ``"verl"``).
     """
 
     name: str
@@ -46,6 +48,7 @@ class TorchLoss:
     form: str
     torch_fn: Callable
     reference: Callable | None = None
+    signature: str = "logits"
 
 
 class JaxLoss:
