@@ -159,14 +159,7 @@ def rule_settings(loss, rule: str, params: Mapping[str, Any]) -> tuple[dict, dic
     if framework is None:
         mapped = {VERL_TO_RULE.get(k, k): v for k, v in params.items()}
         return mapped, {k: VERL_TO_RULE.get(k, k) for k in params}
-    values = {**loss.defaults, **params}
-    mapped = framework.rule_params(rule, values)
-    sources = {
-        key: param
-        for key, param, _, rules in framework.to_rule
-        if key in values and any(rule.startswith(r) for r in rules) and param in mapped
-    }
-    return mapped, sources
+    return framework.rule_params(rule, {**loss.defaults, **params})
 
 
 #: documented conventions a difference may be (largest relative difference, name):

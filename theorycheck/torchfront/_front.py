@@ -299,3 +299,16 @@ def _load(path: Path, func: str, naive: bool) -> TorchLoss:
     from theorycheck.torchfront._forms import logits_loss
 
     return logits_loss(fn, name, path, params[2:], func=func or "loss", naive=naive)
+
+
+def from_function(fn: Callable, signature: str, settings: Mapping[str, Any]):
+    """A trainer's loss given as the function itself (not ``FILE.py:FN``): the
+    :class:`TorchLoss` that ``--signature`` builds from a file."""
+    _import_torch(Path("the loss"))
+    fn = unwrap(fn)
+    try:
+        source = Path(inspect.getsourcefile(fn) or "loss.py")
+    except TypeError:
+        source = Path("loss.py")
+    name = f"{source.name}:{getattr(fn, '__qualname__', 'loss')}"
+    return _trainer_loss(fn, name, source, signature, dict(settings), name, False)

@@ -113,17 +113,24 @@ class Framework:
     defaults: Mapping[str, Any]
     to_rule: Mapping_
 
-    def rule_params(self, rule: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    def rule_params(
+        self, rule: str, values: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, str]]:
         """The rule's parameters that the trainer's ``values`` set (the rules'
         names: ``clip_ratio_low`` -> ``eps_low``; for CISPO ``1 - clip_ratio_low``
-        -> ``low``; for DPPO ``clip_ratio_high`` -> ``delta``)."""
+        -> ``low``; for DPPO ``clip_ratio_high`` -> ``delta``), and which trainer
+        key gave each (the first of :attr:`to_rule` that applies)."""
         out: dict[str, Any] = {}
+        sources: dict[str, str] = {}
         for key, param, transform, rules in self.to_rule:
-            if key in values and any(rule.startswith(r) for r in rules):
+            if param in out or key not in values:
+                continue
+            if any(rule.startswith(r) for r in rules):
                 value = transform(values[key])
                 if value is not None:
-                    out.setdefault(param, value)
-        return out
+                    out[param] = value
+                    sources[key] = param
+        return out, sources
 
 
 VERL = Framework(
