@@ -245,12 +245,12 @@ def _user_config(fn, framework, settings, reads, name):
     try:
         config = cls()
         for key, value in settings.items():
-            *path, last = key.split(".")
+            *path, last = _section_key(config, key).split(".")
             target = config
             for part in path:
                 target = getattr(target, part)
             object.__setattr__(target, last, value)
-        config.__class__ = _recording(cls, reads)
+        config.__class__ = _recording(cls, reads, "")
     except Exception as err:  # the user's class: say how to go on
         raise BadInput(
             f"{name}: cannot build the config {cls.__name__}() from its defaults "
@@ -261,17 +261,47 @@ def _user_config(fn, framework, settings, reads, name):
     return config
 
 
-def _recording(cls, reads):
-    """A subclass of ``cls`` (``isinstance`` checks pass) that records reads."""
+def _section_key(config, key: str) -> str:
+    """``key`` as the config has it: itself, or ``section.key`` when exactly one
+    nested section has it (verl's ``dro_beta`` is ``policy_loss.dro_beta``)."""
+    if "." in key or hasattr(config, key):
+        return key
+    found = [
+        name
+        for name, value in vars(config).items()
+        if hasattr(value, "__dict__") and hasattr(value, key)
+    ]
+    return f"{found[0]}.{key}" if len(found) == 1 else key
+
+
+def _recording(cls, reads, prefix):
+    """A subclass of ``cls`` (``isinstance`` checks pass) that records reads as
+    ``prefix + key``; a nested section (a plain object with fields) read from it
+    records its own reads as ``section.key``."""
 
     def __getattribute__(self, key):
         value = super(recorded, self).__getattribute__(key)
-        if not key.startswith("_") and _plain(value):
-            reads[key] = value
+        if key.startswith("_"):
+            return value
+        if _plain(value):
+            reads[prefix + key] = value
+        elif _section(value):
+            value.__class__ = _recording(type(value), reads, f"{prefix}{key}.")
         return value
 
     recorded = type(cls.__name__, (cls,), {"__getattribute__": __getattribute__})
+    recorded._theorycheck_recording = True
     return recorded
+
+
+def _section(value) -> bool:
+    """A nested config section not yet recording (an instance with fields)."""
+    return (
+        hasattr(value, "__dict__")
+        and not isinstance(value, type)
+        and not callable(value)
+        and not getattr(type(value), "_theorycheck_recording", False)
+    )
 
 
 def _plain(value) -> bool:

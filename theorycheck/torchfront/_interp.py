@@ -464,6 +464,9 @@ _OPS: dict[str, Callable] = {
     "log_sigmoid": lambda x, **_: jax.nn.log_sigmoid(x),
     "elu": _elu,
     "cumsum": _cumsum,
+    "nan_to_num": lambda x, nan=0.0, posinf=None, neginf=None, **_: jnp.nan_to_num(
+        x, nan=nan, posinf=posinf, neginf=neginf
+    ),
     "nll_loss": _nll_loss,
     "nll_loss_nd": _nll_loss,
     "nll_loss_forward": lambda *a, **k: (_nll_loss(*a, **k), None),
