@@ -28,7 +28,7 @@ def _describe(cmp: dict) -> list[str]:
     ]
     if not cmp["differ"]:
         return [*lines, f"  EQUAL to {rule} at all {grid}"]
-    classes = ", ".join(f"{n}: {k}" for k, n in cmp["classes"].items())
+    classes = ", ".join(f"{k}: {n}" for k, n in cmp["classes"].items())
     lines += [
         f"  {cmp['verdict']}: differs from {rule} at {cmp['differ']} of {grid}; "
         f"largest difference {cmp['max_abs']:.3g} absolute, "

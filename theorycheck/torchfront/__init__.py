@@ -17,6 +17,15 @@ from theorycheck.torchfront._front import (
 from theorycheck.torchfront._loss import INSTALL_HINT, TorchLoss
 
 
+def assert_matches_rule(fn, rule: str, **options) -> dict:
+    """Asserts that a trainer's PyTorch loss function is registry rule ``rule``,
+    per token and per reduction (``theorycheck.torchfront._oracle``; imports
+    torch)."""
+    from theorycheck.torchfront._oracle import assert_matches_rule as check
+
+    return check(fn, rule, **options)
+
+
 def gate_summary() -> str | None:
     """One line for every program the gate passed in this process (``None``: no
     PyTorch loss was translated; torch is imported only when one was)."""
@@ -27,6 +36,7 @@ def gate_summary() -> str | None:
 
 
 __all__ = [
+    "assert_matches_rule",
     "INSTALL_HINT",
     "TorchLoss",
     "clear_cache",
