@@ -1,4 +1,6 @@
-"""Test helpers shared by the whole suite: tolerances and hypothesis strategies.
+"""Test helpers: tolerances and hypothesis strategies shared by the whole suite, and
+:func:`assert_matches_rule`, the oracle a trainer's own CI can call on its loss
+functions (docs/trainers.md).
 
 Tolerances are keyed by dtype (cf. neural-tangents' ``_DEFAULT_TOLERANCE``). A test that
 needs another tolerance says why in a comment.
@@ -57,3 +59,13 @@ def directions(size: int):
         .map(lambda xs: np.asarray(xs, dtype=np.float64))
         .filter(lambda v: float(np.linalg.norm(v)) > 1e-3)
     )
+
+
+def assert_matches_rule(fn, rule: str, **options) -> dict:
+    """Asserts that a trainer's PyTorch loss function is registry rule ``rule``:
+    :func:`theorycheck.torchfront.assert_matches_rule` (per token and per
+    reduction, with classified differences; docs/trainers.md). The ``torch``
+    extra is needed."""
+    from theorycheck import torchfront
+
+    return torchfront.assert_matches_rule(fn, rule, **options)

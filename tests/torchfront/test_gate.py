@@ -14,7 +14,7 @@ from theorycheck._errors import BadInput
 torch = pytest.importorskip("torch")
 
 from theorycheck import torchfront  # noqa: E402
-from theorycheck.torchfront import _front, _gate  # noqa: E402
+from theorycheck.torchfront import _gate  # noqa: E402
 
 CORPUS = Path(__file__).with_name("corpus.py")
 V = 4
@@ -97,9 +97,9 @@ def test_refusals_are_one_line_naming_the_construct(func, needle):
 def test_the_gate_probes_both_sides_of_every_clip_boundary():
     """PPO's window [0.8, 1.2] and the +-20 guard: the gate's lines cross each
     boundary and test both sides (at least 2 per line for the window)."""
-    _front.GATE_REPORTS.clear()
+    _gate.clear_reports()
     _call("ppo_verl[verl]", adv=1.0, behavior_logp=_mu())
-    (report,) = _front.GATE_REPORTS
+    (report,) = _gate.reports()
     assert report.boundaries >= 8 * 2 and report.points > 8 * len(_gate.SWEEP)
 
 
@@ -156,7 +156,7 @@ def test_inputs_the_loss_ignores_keep_their_places_and_it_pickles():
     z = np.array([0.3, -0.2, 0.1, 0.5])
     pi = np.exp(z - np.log(np.sum(np.exp(z))))
     assert value == pytest.approx(-2.0 * np.log(pi[0]), rel=1e-13)
-    program = pickle.loads(pickle.dumps(_front.GATE_REPORTS[-1]))
+    program = pickle.loads(pickle.dumps(_gate.reports()[-1]))
     assert program.points > 0
 
 

@@ -155,6 +155,10 @@ def test_coefficients_equal_the_rule_each_implements(func, rule, adv):
     (a loss without an advantage input, cross-entropy, at its own Â = 1 only)."""
     fixed = func == "ce_logits"  # -log pi_k: the advantage is 1, its own
     params = {}
+    if func.startswith("cispo_nograd_verl"):
+        # its window is 1 - 2.5 clip_ratio_low, not verl's 1 - clip_ratio_low (the
+        # mapping --compare applies): at clip_ratio_low = 0 both are [1, 5]
+        func = "cispo_nograd_verl[verl;clip_ratio_low=0.0]"
     out = torchfront.compare_rule(str(HIDDEN), func, rule, 0.45, 0.3, adv, params)
     if fixed:  # the grid's -|adv| half is another loss; the point is this one
         assert out["equal"], out

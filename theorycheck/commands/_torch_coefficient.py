@@ -14,26 +14,32 @@ from theorycheck._errors import BadInput
 
 def _describe(cmp: dict) -> list[str]:
     rule = cmp["rule"]
-    head = f"  {rule}: c = {cmp['coefficient']:.6g} " + (
-        "(equal)" if cmp["equal"] else "(DIFFERENT)"
+    grid = (
+        f"{cmp['grid_points']} grid points (p in [0.001, 0.99] at this q, "
+        "adv = +-|adv|)"
     )
-    if not cmp["differ"]:
-        return [
-            head,
-            f"  equal to {rule} at all {cmp['grid_points']} grid points "
-            "(p in [0.001, 0.99] at this q, adv = +-|adv|)",
-        ]
+    used = ", ".join(f"{k}={v:g}" for k, v in cmp["rule_params"].items())
+    mapped = ", ".join(f"{k} -> {v}" for k, v in cmp.get("mapping", {}).items())
     lines = [
-        head,
-        f"  differs from {rule} at {cmp['differ']} of {cmp['grid_points']} grid "
-        "points (p in [0.001, 0.99] at this q, adv = +-|adv|):",
+        f"  {rule}: c = {cmp['coefficient']:.6g} "
+        + ("(equal here)" if cmp["equal"] else "(not equal here)"),
+        f"  {rule} with {used or 'no parameters'}"
+        + (f" (from the loss's {mapped})" if mapped else ""),
+    ]
+    if not cmp["differ"]:
+        return [*lines, f"  EQUAL to {rule} at all {grid}"]
+    classes = ", ".join(f"{k}: {n}" for k, n in cmp["classes"].items())
+    lines += [
+        f"  {cmp['verdict']}: differs from {rule} at {cmp['differ']} of {grid}; "
+        f"largest difference {cmp['max_abs']:.3g} absolute, "
+        f"{cmp['max_rel']:.3g} relative ({classes})"
     ]
     for r in cmp["regions"]:
         ex = r["example"]
         lines.append(
             f"    adv = {r['adv']:g}: r in [{r['ratio_min']:.4g}, {r['ratio_max']:.4g}]"
-            f" ({r['points']} points; at p = {ex['p']:.4g}: torch c = "
-            f"{ex['torch']:.6g}, {rule} c = {ex['rule']:.6g})"
+            f" ({r['points']} points, {r['class']}; at p = {ex['p']:.4g}: torch c = "
+            f"{ex['torch']:.10g}, {rule} c = {ex['rule']:.10g})"
         )
     return lines
 
@@ -59,7 +65,8 @@ def run(args: argparse.Namespace, params: dict) -> int:
 
         get_rule(args.compare, token=True)  # an unknown rule: before any work
     spec, inputs = torchfront.command_spec(args.name, args.signature, params)
-    unknown = sorted(set(inputs) - {"adv", "q"}) if args.signature == "verl" else []
+    trainer = args.signature != "logits"
+    unknown = sorted(set(inputs) - {"adv", "q"}) if trainer else []
     if unknown:
         raise BadInput(f"--set {unknown[0]}: give the advantage and q with --adv, --q")
     path_text, _, func = spec.rpartition(":") if ":" in spec else (spec, "", "loss")

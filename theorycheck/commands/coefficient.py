@@ -41,10 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # PyTorch loss files (theorycheck.torchfront; commands/_torch_coefficient.py)
     parser.add_argument(
         "--signature",
-        choices=("logits", "verl"),
+        choices=("logits", "verl", "skyrl", "miles"),
         default="logits",
-        help="for a PyTorch FILE.py:FN: fn(logits, sampled, **params) or verl's "
-        "policy-loss signature",
+        help="for a PyTorch FILE.py:FN: fn(logits, sampled, **params), or the "
+        "policy-loss signature of verl, SkyRL or Miles (docs/trainers.md)",
     )
     parser.add_argument(
         "--compare",

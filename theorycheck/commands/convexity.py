@@ -53,11 +53,12 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument(  # PyTorch losses (theorycheck.torchfront)
         "--signature",
-        choices=("logits", "verl"),
+        choices=("logits", "verl", "skyrl", "miles"),
         default="logits",
         help="a PyTorch FILE.py:FN: fn(logits, sampled, **params) (default) or "
-        "verl's policy-loss signature (old_log_prob, log_prob, advantages, "
-        "response_mask, loss_agg_mode, config, rollout_is_weights)",
+        "the policy-loss signature of verl (old_log_prob, log_prob, advantages, "
+        "response_mask, loss_agg_mode, config, rollout_is_weights), SkyRL or "
+        "Miles (docs/trainers.md)",
     )
 
 

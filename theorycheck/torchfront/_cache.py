@@ -116,7 +116,7 @@ def verl_call(program, logits, sampled, adv, behavior_logp):
 def cached_loss(entry: dict, fallback: Callable[[], Any]):
     """The ``TorchLoss`` of a stored entry; ``fallback()`` loads it the usual way
     (torch imported) for a program that was not stored."""
-    from theorycheck.torchfront._front import TorchLoss, VerlMisuse
+    from theorycheck.torchfront._loss import JaxLoss, TorchLoss, VerlMisuse
 
     meta, programs = entry["meta"], entry["programs"]
     box: dict[str, Any] = {}
@@ -140,8 +140,6 @@ def cached_loss(entry: dict, fallback: Callable[[], Any]):
             if key not in programs:
                 return slow()(logits, sampled, **inputs)
             return programs[key](jnp.asarray(logits, jnp.float64), *arrays)
-
-    from theorycheck.torchfront._front import JaxLoss
 
     return TorchLoss(
         meta["name"],

@@ -93,7 +93,7 @@ def _c_function(path: Path, func: str, params: Mapping) -> tuple[Any, Callable]:
             f"{', '.join(sorted(loss.accepts)) or '(none)'}"
         )
     if loss.form == "verl":
-        return loss, lambda p, q, adv: _verl_c(loss, p, q, adv)
+        return loss, lambda p, q, adv: _verl_c(loss, p, q, adv)  # eager: no trace
     return loss, lambda p, q, adv: _logits_c(loss, p, q, adv, params)
 
 
@@ -129,12 +129,11 @@ def _plain(v: Any) -> bool:
     return v is None or isinstance(v, (bool, int, float, str))
 
 
-def _rule_c(rule: str, settings: Mapping[str, float]) -> tuple[Callable, dict]:
+def _rule_c(rule: str, settings: Mapping[str, Any]) -> tuple[Callable, dict]:
     from theorycheck.losses import get_rule, resolve_params
 
     spec = get_rule(rule, token=True)
-    mapped = {VERL_TO_RULE.get(k, k): v for k, v in settings.items()}
-    mine = {k: v for k, v in mapped.items() if k in spec.defaults}
+    mine = {k: v for k, v in settings.items() if k in spec.defaults}
     params, inputs = resolve_params(rule, mine)
 
     def c_of(p, q, adv):
@@ -147,28 +146,68 @@ def _rule_c(rule: str, settings: Mapping[str, float]) -> tuple[Callable, dict]:
     return c_of, {**params, **inputs}
 
 
-def _regions(rows: list[tuple[float, float, float, float, float]], q: float):
-    """Runs of grid points that differ, per advantage: ratio ranges and an example."""
+def rule_settings(loss, rule: str, params: Mapping[str, Any]) -> tuple[dict, dict]:
+    """The rule's parameters for comparing ``loss`` with ``rule``, and where each
+    came from: for a trainer's signature, the values its loss read (the trainer's
+    defaults and ``--set``) mapped onto the rule's names
+    (:meth:`~theorycheck.torchfront._signatures.Framework.rule_params`); for the
+    logits form, the ``--set`` values (verl's ``clip_ratio_*`` names read as
+    ``eps_low``, ``eps_high``, ``kappa``)."""
+    from theorycheck.torchfront._signatures import FRAMEWORKS
+
+    framework = FRAMEWORKS.get(getattr(loss, "signature", "logits"))
+    if framework is None:
+        mapped = {VERL_TO_RULE.get(k, k): v for k, v in params.items()}
+        return mapped, {k: VERL_TO_RULE.get(k, k) for k in params}
+    return framework.rule_params(rule, {**loss.defaults, **params})
+
+
+#: documented conventions a difference may be (largest relative difference, name):
+#: verl's token-mean divides by ``mask.sum() + 1e-8`` (a relative 1e-8), and a
+#: ratio rounded through float32 carries a relative ~6e-8 (2^-24) per rounding.
+CONVENTIONS = (
+    (2e-8, "length bias (a 1e-8 in the denominator of the token mean)"),
+    (1e-6, "float32 ratio rounding (relative ~1e-7)"),
+)
+
+
+def classify(torch_c: float, rule_c: float) -> str:
+    """``equal`` (within ``1e-9 (1 + |c|)``), the name of a documented convention
+    (:data:`CONVENTIONS`, by the relative difference), or ``real``."""
+    if _equal(torch_c, rule_c):
+        return "equal"
+    if not (np.isfinite(torch_c) and np.isfinite(rule_c)):
+        return "real"
+    rel = abs(torch_c - rule_c) / max(abs(torch_c), abs(rule_c))
+    for bound, name in CONVENTIONS:
+        if rel <= bound:
+            return name
+    return "real"
+
+
+def _regions(rows: list[tuple], q: float):
+    """Runs of grid points that differ in the same class, per advantage: ratio
+    ranges, the class and an example."""
     out = []
     for adv in sorted({r[1] for r in rows}):
         mine = [r for r in rows if r[1] == adv]
         run: list = []
         for row in mine + [None]:
-            if row is not None and row[4]:
-                run.append(row)
-                continue
-            if run:
+            if run and (row is None or row[4] != run[-1][4]):
                 mid = run[len(run) // 2]
                 out.append(
                     {
                         "adv": adv,
+                        "class": run[0][4],
                         "ratio_min": run[0][0] / q,
                         "ratio_max": run[-1][0] / q,
                         "points": len(run),
                         "example": {"p": mid[0], "torch": mid[2], "rule": mid[3]},
                     }
                 )
-            run = []
+                run = []
+            if row is not None and row[4] != "equal":
+                run.append(row)
     return out
 
 
@@ -185,41 +224,73 @@ def compare_rule(
 
     At (p, q, adv) and on a grid of p (``GRID``, 106 geometric values in
     [0.001, 0.99]) at the same q for both signs of the advantage (+-|adv|, +-1 when
-    adv = 0), equality within ``1e-9 (1 + |c|)``. The rule gets its defaults, with
-    the ``--set`` values of its own keys (verl's ``clip_ratio_low``/``high``/``c``
-    read as ``eps_low``, ``eps_high``, ``kappa``).
+    adv = 0). The rule gets the parameters the loss used (:func:`rule_settings`:
+    a trainer's values mapped onto the rule's names), its own defaults for the
+    rest. Each point is ``equal`` within ``1e-9 (1 + |c|)``, a documented
+    convention (:data:`CONVENTIONS`) or ``real``; the largest absolute and
+    relative differences are reported.
 
     Returns:
-        ``{"rule", "rule_params", "coefficient", "equal", "grid_points",
-        "differ", "regions"}``.
+        ``{"rule", "rule_params", "mapping", "coefficient", "equal", "verdict",
+        "grid_points", "differ", "classes", "max_abs", "max_rel", "regions"}``.
     """
     from theorycheck.torchfront._front import split_function
 
     _, _, config = split_function(func)
-    _, c_of = _c_function(Path(path), func, params)  # torch missing: one line
+    loss, c_of = _c_function(Path(path), func, params)  # torch missing: one line
     from theorycheck.torchfront._trace import float64_default
 
     def c_torch(*point):
         with float64_default():
-            return c_of(*point)
+            return c_of(*point) + 0.0
 
-    c_rule, rule_params = _rule_c(rule, {**config, **params})
-    here = c_rule(p, q, adv)
-    mine = c_torch(p, q, adv)
+    mapped, sources = rule_settings(loss, rule, {**config, **params})
+    c_rule, rule_params = _rule_c(rule, mapped)
+    here, mine = c_rule(p, q, adv), c_torch(p, q, adv)
     size = abs(adv) or 1.0
     rows = []
     for a in (size, -size):
         for x in GRID:
-            ct, cr = c_torch(float(x), q, a) + 0.0, c_rule(float(x), q, a) + 0.0
-            rows.append((float(x), a, ct, cr, not _equal(ct, cr)))
+            ct, cr = c_torch(float(x), q, a), c_rule(float(x), q, a) + 0.0
+            rows.append((float(x), a, ct, cr, classify(ct, cr)))
     return {
         "rule": rule,
         "rule_params": rule_params,
+        "mapping": sources,
         "coefficient": here,
         "equal": _equal(mine, here),
-        "grid_points": len(rows),
-        "differ": sum(r[4] for r in rows),
+        **summary(rows),
         "regions": _regions(rows, q),
+    }
+
+
+def summary(rows: list[tuple]) -> dict[str, Any]:
+    """The grid's verdict: ``EQUAL``, ``EQUAL up to conventions`` (every
+    difference a documented one) or ``DIFFERENT``, with the counts per class and
+    the largest absolute and relative differences."""
+    classes: dict[str, int] = {}
+    max_abs = max_rel = 0.0
+    for _, _, ct, cr, kind in rows:
+        if kind == "equal":
+            continue
+        classes[kind] = classes.get(kind, 0) + 1
+        diff = abs(ct - cr) if np.isfinite(ct) and np.isfinite(cr) else np.inf
+        max_abs = max(max_abs, diff)
+        scale = max(abs(ct), abs(cr))
+        max_rel = max(max_rel, diff / scale if scale else np.inf)
+    if not classes:
+        verdict = "EQUAL"
+    elif "real" in classes:
+        verdict = "DIFFERENT"
+    else:
+        verdict = "EQUAL up to conventions"
+    return {
+        "verdict": verdict,
+        "grid_points": len(rows),
+        "differ": sum(classes.values()),
+        "classes": classes,
+        "max_abs": float(max_abs),
+        "max_rel": float(max_rel),
     }
 
 

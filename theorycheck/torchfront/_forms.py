@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import multiprocessing
 import re
@@ -15,14 +16,15 @@ import numpy as np
 import torch
 
 from theorycheck._errors import BadInput
-from theorycheck.torchfront import _cache, _front
-from theorycheck.torchfront._front import JaxLoss, VerlMisuse
-from theorycheck.torchfront._gate import boundary_points, gate
-from theorycheck.torchfront._trace import pick_loss, trace
-from theorycheck.torchfront._verl import MissingKey, VerlConfig, config_values
+from theorycheck.torchfront import _cache, _loss
+from theorycheck.torchfront._gate import boundary_points, gate, record
+from theorycheck.torchfront._loss import JaxLoss, VerlMisuse
+from theorycheck.torchfront._signatures import VERL, config_values
+from theorycheck.torchfront._trace import lifted_casts, pick_loss, trace
+from theorycheck.torchfront._verl import MissingKey, VerlConfig
 
 
-def _gated(name, translation, reference, lines, *, wrt, labels):
+def _gated(name, translation, reference, lines, *, wrt, labels, notes=()):
     """The translation, once the gate passed. In a worker process of the checker
     (the structure stage's) the gate is the parent's: the parent translates and
     gates the same programs (V = 3, 4, 5, 16 and every searched V) before it
@@ -36,7 +38,7 @@ def _gated(name, translation, reference, lines, *, wrt, labels):
 
     def _run():
         points, count = boundary_points(translation, lines)
-        return gate(
+        report = gate(
             name,
             translation,
             reference,
@@ -45,9 +47,10 @@ def _gated(name, translation, reference, lines, *, wrt, labels):
             labels=labels,
             boundaries=count,
         )
+        return dataclasses.replace(report, notes=tuple(notes))
 
-    report = _front.outside_trace(run)
-    _front.GATE_REPORTS.append(report)
+    report = _loss.outside_trace(run)
+    record(report)
     return translation
 
 
@@ -85,7 +88,7 @@ def logits_loss(
     *,
     func: str,
     naive: bool = False,
-) -> _front.TorchLoss:
+) -> _loss.TorchLoss:
     """``fn(logits, sampled, **params)`` as a JAX loss of the same inputs."""
     var_kw = any(p.kind is p.VAR_KEYWORD for p in params)
     named = [p for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
@@ -130,7 +133,7 @@ def logits_loss(
             values = [
                 np.asarray(a)
                 if _concrete(a)
-                else _front.nominal(k, defaults.get(k), a.shape, int(sampled))
+                else _loss.nominal(k, defaults.get(k), a.shape, int(sampled))
                 for k, a in zip(names, arrays)
             ]
             shapes = [a.shape for a in arrays]
@@ -141,7 +144,7 @@ def logits_loss(
 
     jax_loss = JaxLoss(loss, var_kw)
     jax_loss.symbolic_v = lambda by_v: symbolic_v(fn, name, by_v, floats)
-    return _front.TorchLoss(name, jax_loss, accepts, required, defaults, "logits", fn)
+    return _loss.TorchLoss(name, jax_loss, accepts, required, defaults, "logits", fn)
 
 
 #: The largest V ``torch.export`` is asked to cover (its dynamic dimensions need a
@@ -231,28 +234,135 @@ def _verl_lines():
     return lines
 
 
-def _verl_reference(fn, name, params, values, reads):
+def _user_config(fn, framework, settings, reads, name):
+    """An instance of the user's own config class (``ActorConfig``,
+    ``AlgorithmConfig``) when the loss's module has it: built by the class from
+    its defaults, the ``--set`` values written on it, and every attribute the loss
+    reads recorded in ``reads``. ``None``: the module has no such class."""
+    cls = getattr(fn, "__globals__", {}).get(framework.config_class or "")
+    if not isinstance(cls, type):
+        return None
+    try:
+        config = cls()
+        for key, value in settings.items():
+            *path, last = _section_key(config, key).split(".")
+            target = config
+            for part in path:
+                target = getattr(target, part)
+            object.__setattr__(target, last, value)
+        config.__class__ = _recording(cls, reads, "")
+    except Exception as err:  # the user's class: say how to go on
+        raise BadInput(
+            f"{name}: cannot build the config {cls.__name__}() from its defaults "
+            f"and --set ({type(err).__name__}: {err}); give every field a default "
+            f"or --set it, or remove {cls.__name__} from the loss's module to use "
+            f"{framework.name}'s documented defaults"
+        ) from None
+    return config
+
+
+def _section_key(config, key: str) -> str:
+    """``key`` as the config has it: itself, or ``section.key`` when exactly one
+    nested section has it (verl's ``dro_beta`` is ``policy_loss.dro_beta``)."""
+    if "." in key or hasattr(config, key):
+        return key
+    found = [
+        name
+        for name, value in vars(config).items()
+        if hasattr(value, "__dict__") and hasattr(value, key)
+    ]
+    return f"{found[0]}.{key}" if len(found) == 1 else key
+
+
+def _recording(cls, reads, prefix):
+    """A subclass of ``cls`` (``isinstance`` checks pass) that records reads as
+    ``prefix + key``; a nested section (a plain object with fields) read from it
+    records its own reads as ``section.key``."""
+
+    def __getattribute__(self, key):
+        value = super(recorded, self).__getattribute__(key)
+        if key.startswith("_"):
+            return value
+        if _plain(value):
+            reads[prefix + key] = value
+        elif _section(value):
+            value.__class__ = _recording(type(value), reads, f"{prefix}{key}.")
+        return value
+
+    recorded = type(cls.__name__, (cls,), {"__getattribute__": __getattribute__})
+    recorded._theorycheck_recording = True
+    return recorded
+
+
+def _section(value) -> bool:
+    """A nested config section not yet recording (an instance with fields)."""
+    return (
+        hasattr(value, "__dict__")
+        and not isinstance(value, type)
+        and not callable(value)
+        and not getattr(type(value), "_theorycheck_recording", False)
+    )
+
+
+def _plain(value) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def _call(framework, fn, params, config, tensors):
+    """``fn`` called as the trainer calls it with one token's tensors."""
+    old, logp, adv, mask = tensors
     takes = {p.name for p in params}
+    if framework.name == "miles":
+        eps = {k: v for k, v in config.items() if k in takes}
+        return pick_loss(fn(old - logp, adv, **eps), "").sum()
+    if framework.name == "skyrl":
+        extra = {"rollout_logprobs": old} if "rollout_logprobs" in takes else {}
+        return fn(logp, old, adv, config, mask, **extra)
+    kwargs: dict[str, Any] = {}
+    if "config" in takes:
+        kwargs["config"] = config
+    if "rollout_is_weights" in takes:
+        kwargs["rollout_is_weights"] = None
+    return fn(
+        old_log_prob=old, log_prob=logp, advantages=adv, response_mask=mask, **kwargs
+    )
+
+
+def _framework_reference(fn, name, framework, params, settings, reads):
+    values = config_values(framework, settings)
 
     def reference(old, logp, adv, mask):
-        kwargs: dict[str, Any] = {}
-        if "config" in takes:
-            kwargs["config"] = VerlConfig(values, reads)
-        if "rollout_is_weights" in takes:
-            kwargs["rollout_is_weights"] = None
+        config = _user_config(fn, framework, settings, reads, name)
+        if config is None and framework.config_class is None:
+            reads.update(values)
+            config = values
+        elif config is None:
+            config = VerlConfig(values, reads)
         try:
-            out = fn(
-                old_log_prob=old,
-                log_prob=logp,
-                advantages=adv,
-                response_mask=mask,
-                **kwargs,
-            )
+            out = _call(framework, fn, params, config, (old, logp, adv, mask))
         except MissingKey as err:
             raise BadInput(f"{name}: {err}") from None
         return pick_loss(out, name)
 
     return reference
+
+
+def _eager_reads(reference, name, user_file):
+    """One eager call at ``q = 1/2, p = 0.4, A = 1``: the config values the loss
+    reads, and the user's own error (with its ``file.py:LINE``) before any trace."""
+    from theorycheck.torchfront._trace import float64_default, where
+
+    t = lambda x: torch.full((1, 1), float(x), dtype=torch.float64)  # noqa: E731
+    try:
+        with float64_default():
+            reference(t(np.log(0.5)), t(np.log(0.4)), t(1.0), t(1.0))
+    except BadInput:
+        raise
+    except Exception as err:  # the user's code: one line naming its place
+        raise BadInput(
+            f"{name}: the loss raised {type(err).__name__}: "
+            f"{str(err).splitlines()[0] if str(err) else ''}{where(err, user_file)}"
+        ) from None
 
 
 def verl_loss(
@@ -264,35 +374,37 @@ def verl_loss(
     *,
     func: str,
     naive: bool = False,
-) -> _front.TorchLoss:
-    """verl's policy-loss function as a JAX loss of the logits (module docstring)."""
+    framework=VERL,
+) -> _loss.TorchLoss:
+    """A trainer's policy-loss function as a JAX loss of the logits
+    (:mod:`~theorycheck.torchfront._signatures`). Loading it runs it once, eagerly
+    (the config values it reads; ``coefficient`` needs nothing more); the trace,
+    translation and gate come with the first call of the JAX loss."""
     extra = [
         p.name
-        for p in params[4:]
-        if p.name not in _front.VERL_KEYWORDS
+        for p in params[len(framework.first) :]
+        if p.name not in _KNOWN[framework.name]
         and p.default is p.empty
         and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
     ]
     if extra:
         raise BadInput(
-            f"{name}: needs {', '.join(extra)}, which verl's signature does not pass"
+            f"{name}: needs {', '.join(extra)}, which {framework.name}'s signature "
+            "does not pass"
         )
-    values = config_values(settings)
     reads: dict[str, Any] = {}
-    reference = _verl_reference(fn, name, params, values, reads)
-    translation = trace(
-        reference, [(1, 1)] * 4, name=name, user_file=path.resolve(), naive=naive
-    )
-    unread = sorted(set(settings) - set(reads) - {k.split(".")[-1] for k in reads})
+    user_file = path.resolve()
+    reference = _framework_reference(fn, name, framework, params, settings, reads)
+    _eager_reads(reference, name, user_file)
+    read_names = set(reads) | {k.split(".")[-1] for k in reads}
+    unread = sorted(set(settings) - read_names)
     if unread:
         raise BadInput(
             f"{name}: unknown parameter {unread[0]!r}: the loss reads "
             f"{', '.join(sorted(reads)) or 'no config value'} (and takes adv, q)"
         )
     box: dict[str, Any] = {}
-    config_keys = set(reads)
-
-    accepts = frozenset({"adv", "behavior_logp"} | config_keys)
+    accepts = frozenset({"adv", "behavior_logp"} | set(reads))
     meta = {
         "name": name,
         "accepts": accepts,
@@ -306,14 +418,32 @@ def verl_loss(
         if extra:
             raise VerlMisuse(name, extra)
         if "translation" not in box:
+            formula, lifted = lifted_casts(reference)
+            translation = trace(
+                formula, [(1, 1)] * 4, name=name, user_file=user_file, naive=naive
+            )
+            notes = (
+                [
+                    f"casts kept in float64 (the formula without training precision): "
+                    f"{', '.join(sorted(lifted))}"
+                ]
+                if lifted
+                else []
+            )
             box["translation"] = _gated(
-                name, translation, reference, _verl_lines(), wrt=1, labels=_LABELS
+                name,
+                translation,
+                formula,
+                _verl_lines(),
+                wrt=1,
+                labels=_LABELS,
+                notes=notes,
             )
             if not naive:
                 _cache.put(path, func, meta, "verl", translation)
         return _cache.verl_call(box["translation"], logits, sampled, adv, behavior_logp)
 
-    return _front.TorchLoss(
+    return _loss.TorchLoss(
         name,
         JaxLoss(loss, False),
         accepts,
@@ -322,7 +452,16 @@ def verl_loss(
         "verl",
         fn,
         reference,
+        framework.name,
     )
+
+
+#: the parameters after the tensors that each signature passes.
+_KNOWN = {
+    "verl": frozenset(_loss.VERL_KEYWORDS),
+    "skyrl": frozenset({"config", "loss_mask", "rollout_logprobs"}),
+    "miles": frozenset({"eps_clip", "eps_clip_high", "eps_clip_c"}),
+}
 
 
 def torch_scalar(x: Any) -> torch.Tensor:

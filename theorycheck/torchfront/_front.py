@@ -27,44 +27,27 @@ translated by :mod:`~theorycheck.torchfront._interp` and passes the gate
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import inspect
 import multiprocessing
+import os
 import re
-import threading
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from theorycheck._errors import BadInput
+from theorycheck.torchfront._loss import (
+    INSTALL_HINT,
+    VERL_KEYWORDS,
+    VERL_TENSORS,
+    TorchLoss,
+)
+from theorycheck.torchfront._signatures import FRAMEWORKS, SIGNATURES, unwrap
 
-#: verl's policy-loss signature: the tensors, then the keywords.
-VERL_TENSORS = ("old_log_prob", "log_prob", "advantages", "response_mask")
-VERL_KEYWORDS = ("loss_agg_mode", "config", "rollout_is_weights")
-#: the one line for a torch loss when the extra is not installed.
-INSTALL_HINT = "pip install 'theorycheck[torch]'"
 _IMPORTS_TORCH = re.compile(r"^\s*(import\s+torch\b|from\s+torch\b)", re.MULTILINE)
 _SUFFIX = re.compile(r"^(?P<fn>[^\[]*)\[(?P<sig>[a-z]+)(?P<rest>(;[^\]]*)?)\]$")
-
-#: the gate reports of this process (``GateReport``, one per translated program).
-GATE_REPORTS: list = []
-
-
-def gate_summary() -> str | None:
-    """One line for every program the gate passed in this process (``None``: no
-    PyTorch loss was translated)."""
-    if not GATE_REPORTS:
-        return None
-    points = sum(r.points for r in GATE_REPORTS)
-    boundaries = sum(r.boundaries for r in GATE_REPORTS)
-    return (
-        f"{len(GATE_REPORTS)} translated program(s): value and gradient equal torch "
-        f"autograd in float64 at {points} points, both sides of {boundaries} switch "
-        "boundaries"
-    )
 
 
 def split_function(func: str) -> tuple[str, str | None, dict[str, float]]:
@@ -79,14 +62,25 @@ def split_function(func: str) -> tuple[str, str | None, dict[str, float]]:
     m = _SUFFIX.match(func)
     if m is None:
         return func, None, {}
-    settings = {}
+    settings: dict[str, Any] = {}
     for item in filter(None, m["rest"].split(";")):
-        key, _, value = item.partition("=")
-        try:
-            settings[key] = float(value)
-        except ValueError:
-            raise BadInput(f"{func!r}: {item!r} is not KEY=NUMBER") from None
+        key, eq, value = item.partition("=")
+        if not key or not eq:
+            raise BadInput(f"{func!r}: {item!r} is not KEY=VALUE")
+        settings[key] = _setting(value)
     return m["fn"], m["sig"], settings
+
+
+def _setting(text: str) -> Any:
+    """A ``--set`` value of a trainer config: a number, ``None``, or a name
+    (``policy_loss_type=dual_clip``; quotes optional)."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    if text == "None":
+        return None
+    return text.strip("'\"")
 
 
 def imports_torch(path: Path) -> bool:
@@ -110,11 +104,13 @@ def command_spec(
         BadInput: ``--signature verl`` for a file that does not import torch, or a
             registry name.
     """
-    if signature not in ("logits", "verl"):
-        raise BadInput(f"--signature {signature!r}: choose logits or verl")
+    if signature not in SIGNATURES:
+        raise BadInput(
+            f"--signature {signature!r}: choose one of {', '.join(SIGNATURES)}"
+        )
     if ":" not in spec and not spec.endswith(".py"):
-        if signature == "verl":
-            raise BadInput("--signature verl is for a PyTorch FILE.py:FN")
+        if signature != "logits":
+            raise BadInput(f"--signature {signature} is for a PyTorch FILE.py:FN")
         return spec, dict(params)
     path_text, _, func = spec.rpartition(":") if ":" in spec else (spec, "", "loss")
     if signature == "logits":
@@ -122,71 +118,13 @@ def command_spec(
     path = Path(path_text)
     if path.is_file() and not imports_torch(path):
         raise BadInput(
-            f"--signature verl: {path_text!r} does not import torch (the verl "
-            "signature is for PyTorch losses)"
+            f"--signature {signature}: {path_text!r} does not import torch (the "
+            f"{signature} signature is for PyTorch losses)"
         )
     config = {k: v for k, v in params.items() if k not in ("adv", "q")}
     inputs = {k: v for k, v in params.items() if k in ("adv", "q")}
     suffix = "".join(f";{k}={v!r}" for k, v in config.items())
-    return f"{path_text}:{func or 'loss'}[verl{suffix}]", inputs
-
-
-@dataclasses.dataclass(frozen=True)
-class TorchLoss:
-    """A PyTorch loss translated to a JAX ``loss(logits, sampled, **inputs)``.
-
-    Attributes:
-        name: ``file.py:function`` (``[verl]`` added for the verl form).
-        loss: the JAX function (translation + gate on first use of each program).
-        accepts: the inputs and parameters it takes.
-        required: those without a default.
-        defaults: the function's own defaults (verl form: every config value the
-            loss read, documented default or ``--set``).
-        form: ``"logits"`` or ``"verl"``.
-        torch_fn: the user's function.
-        reference: the torch function of the traced program's inputs (verl form:
-            ``(old_log_prob, log_prob, advantages, response_mask) -> loss``).
-    """
-
-    name: str
-    loss: Callable
-    accepts: frozenset[str]
-    required: frozenset[str]
-    defaults: Mapping[str, Any]
-    form: str
-    torch_fn: Callable
-    reference: Callable | None = None
-
-
-class JaxLoss:
-    """The translated loss as a callable that pickles to nothing (like the user's
-    own code, it never leaves the isolated process that runs it)."""
-
-    def __init__(self, fn: Callable, var_keyword: bool) -> None:
-        self.fn = fn
-        self.var_keyword = var_keyword
-
-    def __call__(self, logits, sampled, **inputs):
-        return self.fn(logits, sampled, **inputs)
-
-    def __reduce__(self):
-        return (_left_behind, ())
-
-
-def _left_behind() -> None:
-    """What a translated loss unpickles to outside its process."""
-    return None
-
-
-class VerlMisuse(BadInput):
-    """A verl config value passed as a loss input (it belongs in the SPEC)."""
-
-    def __init__(self, name: str, extra: Mapping[str, Any]) -> None:
-        key = sorted(extra)[0]
-        super().__init__(
-            f"{name}: {key} is a verl config value; set it with --set on the "
-            "command line (it is part of the SPEC: FILE.py:FN[verl;KEY=VALUE])"
-        )
+    return f"{path_text}:{func or 'loss'}[{signature}{suffix}]", inputs
 
 
 def _import_torch(path: Path) -> None:
@@ -200,11 +138,54 @@ def _import_torch(path: Path) -> None:
         ) from None
 
 
+#: directories (``os.pathsep``-separated) where a loss file's own imports are
+#: found: the trainer's stubs or sources, kept apart from theorycheck's imports.
+LOSS_PATH_ENV = "THEORYCHECK_LOSS_PATH"
+
+
+def package_root(path: Path) -> Path:
+    """The directory above the loss file's top package (the file's directory when
+    it is in no package): ``verl/trainer/ppo/core_algos.py`` -> the checkout, so
+    that the file's ``import verl...`` finds its own package."""
+    here = path.resolve().parent
+    while (here / "__init__.py").is_file() and here.parent != here:
+        here = here.parent
+    return here
+
+
+def _module_name(path: Path) -> str:
+    """The file's dotted name inside its package (``verl.trainer.ppo.core_algos``),
+    so that its relative imports work; a file in no package gets a private name."""
+    root = package_root(path)
+    parts = path.resolve().with_suffix("").relative_to(root).parts
+    if len(parts) > 1:
+        return ".".join(parts)
+    return f"_user_torch_loss_{path.stem}"
+
+
+def _loss_paths(path: Path) -> list[str]:
+    extra = [p for p in os.environ.get(LOSS_PATH_ENV, "").split(os.pathsep) if p]
+    return [str(package_root(path)), *extra]
+
+
+def _own_imports_first() -> None:
+    """Imports what theorycheck itself imports (jaxtyping, the registry), so that
+    a module of the same name in the user's directories (a ``jaxtyping`` stub)
+    can never replace it: Python serves a module already imported from
+    ``sys.modules``."""
+    import theorycheck.losses  # noqa: F401
+
+
 def _load_module(path: Path):
-    module_spec = importlib.util.spec_from_file_location(
-        f"_user_torch_loss_{path.stem}", path
-    )
+    _own_imports_first()
+    name = _module_name(path)
+    module_spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(module_spec)
+    for entry in reversed(_loss_paths(path)):
+        if entry not in sys.path:
+            sys.path.append(entry)  # after theorycheck's own: never shadows them
+    if "." in name:
+        sys.modules[name] = module  # the package's own imports see this module
     try:
         module_spec.loader.exec_module(module)
     except ModuleNotFoundError as err:
@@ -231,6 +212,38 @@ def _parameters(fn: Callable, name: str) -> list[inspect.Parameter]:
 
 def _is_verl(params: list[inspect.Parameter]) -> bool:
     return tuple(p.name for p in params[:4]) == VERL_TENSORS
+
+
+def _trainer_loss(fn, name, path, signature, settings, func, naive) -> TorchLoss:
+    """A trainer's loss (``--signature verl|skyrl|miles``): its own function, a
+    ``torch.compile``\\ d one unwrapped."""
+    framework = FRAMEWORKS.get(signature)
+    if framework is None:
+        raise BadInput(
+            f"{name}: unknown signature {signature!r}; choose one of "
+            f"{', '.join(SIGNATURES)}"
+        )
+    fn = unwrap(fn)
+    params = _parameters(fn, name)
+    got = tuple(p.name for p in params[: len(framework.first)])
+    if got != framework.first:
+        raise BadInput(
+            f"{name}: --signature {signature} needs {signature}'s policy-loss "
+            f"signature, parameters beginning ({', '.join(framework.first)}); got "
+            f"({', '.join(got)})"
+        )
+    from theorycheck.torchfront._forms import verl_loss
+
+    return verl_loss(
+        fn,
+        f"{name}[{signature}]",
+        path,
+        params,
+        settings,
+        func=func,
+        naive=naive,
+        framework=framework,
+    )
 
 
 def _verl_text() -> str:
@@ -268,18 +281,8 @@ def _load(path: Path, func: str, naive: bool) -> TorchLoss:
     if not callable(fn):
         raise BadInput(f"{str(path)!r} has no function {fn_name or 'loss'!r}")
     params = _parameters(fn, name)
-    if signature == "verl":
-        if not _is_verl(params):
-            got = ", ".join(p.name for p in params)
-            raise BadInput(
-                f"{name}: --signature verl needs verl's policy-loss signature "
-                f"{_verl_text()}, got ({got})"
-            )
-        from theorycheck.torchfront._forms import verl_loss
-
-        return verl_loss(
-            fn, f"{name}[verl]", path, params, settings, func=func, naive=naive
-        )
+    if signature is not None and signature != "logits":
+        return _trainer_loss(fn, name, path, signature, settings, func, naive)
     positional = [
         p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
@@ -298,39 +301,14 @@ def _load(path: Path, func: str, naive: bool) -> TorchLoss:
     return logits_loss(fn, name, path, params[2:], func=func or "loss", naive=naive)
 
 
-def outside_trace(fn: Callable, *args: Any) -> Any:
-    """``fn(*args)`` in a thread of its own, outside any JAX trace of the caller
-    (JAX's trace state is per thread): the gate evaluates numbers while the checker
-    may be tracing the loss."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = fn(*args)
-        except BaseException as err:  # re-raised in the caller's thread
-            box["error"] = err
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
-def nominal(name: str, default: Any, shape: tuple[int, ...], sampled: int):
-    """A value for an input the gate cannot read (a tracer): the documented
-    defaults (``adv = 1``, ``q = 1/2``, μ from q, zeros), else the function's
-    default, else 1/2."""
-    if name == "behavior_logp":
-        vocab = shape[0]
-        mu = np.full(vocab, 0.5 / max(vocab - 1, 1))
-        mu[sampled] = 0.5
-        return np.log(mu)
-    if name == "old_logits":
-        return np.zeros(shape)
-    if name == "adv":
-        return np.ones(shape)
-    if isinstance(default, (int, float)) and not isinstance(default, bool):
-        return np.full(shape, float(default))
-    return np.full(shape, 0.5)
+def from_function(fn: Callable, signature: str, settings: Mapping[str, Any]):
+    """A trainer's loss given as the function itself (not ``FILE.py:FN``): the
+    :class:`TorchLoss` that ``--signature`` builds from a file."""
+    _import_torch(Path("the loss"))
+    fn = unwrap(fn)
+    try:
+        source = Path(inspect.getsourcefile(fn) or "loss.py")
+    except TypeError:
+        source = Path("loss.py")
+    name = f"{source.name}:{getattr(fn, '__qualname__', 'loss')}"
+    return _trainer_loss(fn, name, source, signature, dict(settings), name, False)

@@ -52,12 +52,48 @@ class GateReport:
 
     points: int
     boundaries: int
+    notes: tuple[str, ...] = ()
 
     def text(self) -> str:
         return (
             f"value and gradient equal torch autograd in float64 at {self.points} "
             f"points, both sides of {self.boundaries} switch boundaries"
         )
+
+
+#: the gate reports of this process (one per translated program), read by
+#: :func:`gate_summary` for the check's output; :func:`clear_reports` empties it.
+_REPORTS: list[GateReport] = []
+
+
+def record(report: GateReport) -> None:
+    """Keeps ``report`` for :func:`gate_summary`."""
+    _REPORTS.append(report)
+
+
+def reports() -> tuple[GateReport, ...]:
+    """The reports kept so far in this process."""
+    return tuple(_REPORTS)
+
+
+def clear_reports() -> None:
+    """Forgets the reports kept so far (a new check)."""
+    _REPORTS.clear()
+
+
+def gate_summary() -> str | None:
+    """One line for every program the gate passed in this process (``None``: no
+    PyTorch loss was translated)."""
+    if not _REPORTS:
+        return None
+    points = sum(r.points for r in _REPORTS)
+    boundaries = sum(r.boundaries for r in _REPORTS)
+    notes = sorted({n for r in _REPORTS for n in r.notes})
+    return (
+        f"{len(_REPORTS)} translated program(s): value and gradient equal torch "
+        f"autograd in float64 at {points} points, both sides of {boundaries} switch "
+        "boundaries" + "".join(f"; {n}" for n in notes)
+    )
 
 
 def _on_line(line, ts: np.ndarray) -> list[np.ndarray]:

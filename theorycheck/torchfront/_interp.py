@@ -16,7 +16,10 @@ the bridge reads), not a call into torch:
   frozen quantity, not one per operation, which the structure stage could not fold);
   a ``detach``/``.item()`` of a value already frozen adds none;
 * only the operations the output depends on are translated (metrics are dropped);
-* an in-place operation anywhere, a random one that the output depends on, a float
+* an in-place write is translated as its functional form when nothing else can
+  see it (``index_put_``, ``masked_fill_``, ``fill_``, ``zero_`` on a tensor the code
+  made, with no view of it: :func:`_functional_write`); any other in-place
+  operation anywhere, a random one that the output depends on, a float
   cast below float64, a tensor on a device other than the CPU, and an operation
   without a translation are refused with :class:`Untranslatable` naming it.
 
@@ -311,10 +314,15 @@ def _div(a, b, *, rounding_mode=None, **_):
 
 
 def _cross_entropy(x, target, weight=None, reduction=1, ignore_index=-100, ls=0.0):
-    if weight is not None or ls:
-        raise Untranslatable("cross_entropy with weight or label_smoothing")
+    r"""``F.cross_entropy`` with class-index targets; with ``label_smoothing`` ε,
+    torch's :math:`(1-\varepsilon)\,\mathrm{nll} + \varepsilon\,(-\tfrac1C
+    \sum_c \log p_c)` per kept row, reduced the same way."""
+    if weight is not None:
+        raise Untranslatable("cross_entropy with weight")
     x = jnp.asarray(x)  # the target stays NumPy when it is a constant
     logp = jax.nn.log_softmax(x, axis=1 if x.ndim > 1 else 0)
+    if ls:
+        return _smoothed(logp, target, reduction, ignore_index, ls)
     if x.ndim == 1:
         return -_index(logp, [target])
     keep = target != ignore_index
@@ -333,6 +341,77 @@ def _cross_entropy(x, target, weight=None, reduction=1, ignore_index=-100, ls=0.
     if reduction == 2:
         return jnp.sum(picked)
     return jnp.sum(picked) / jnp.sum(keep)
+
+
+def _nll_loss(x, target, weight=None, reduction=1, ignore_index=-100, **_):
+    """``F.nll_loss`` on log-probabilities: ``-x[n, target[n]]`` (``weight``
+    refused), reduced as torch does (0 none, 1 mean over kept targets, 2 sum)."""
+    if weight is not None:
+        raise Untranslatable("nll_loss with weight")
+    x = jnp.asarray(x)
+    if x.ndim == 1:
+        return -_index(x, [target])
+    keep = target != ignore_index
+    safe = np.where(keep, target, 0) if not isinstance(keep, jax.Array) else None
+    fixed = _static_index(safe, x.shape[1])
+    if fixed is not None:
+        rows = [_read_at(x[n], 0, fixed[n]).reshape(1) for n in range(x.shape[0])]
+        picked = -(rows[0] if len(rows) == 1 else jnp.concatenate(rows))
+    else:
+        index = jnp.where(keep, target, 0)[:, None]
+        picked = -jnp.take_along_axis(x, index, axis=1)[:, 0]
+    picked = jnp.where(keep, picked, 0.0)
+    if reduction == 0:
+        return picked
+    if reduction == 2:
+        return jnp.sum(picked)
+    return jnp.sum(picked) / jnp.sum(keep)
+
+
+def _cumsum(x, dim, *, dtype=None, **_):
+    """``torch.cumsum`` (bool and int promoted to int64, as torch does)."""
+    x = jnp.asarray(x)
+    if dtype is not None:
+        x = x.astype(_dtype(dtype))
+    elif x.dtype == jnp.bool_:
+        x = x.astype(jnp.int64)
+    return jnp.cumsum(x, axis=dim % max(x.ndim, 1))
+
+
+def _elu(x, alpha=1.0, scale=1.0, input_scale=1.0, **_):
+    """``F.elu``: ``scale * (x if x > 0 else alpha * (exp(input_scale x) - 1))``."""
+    x = jnp.asarray(x)
+    neg = alpha * jnp.expm1(jnp.minimum(x, 0.0) * input_scale)
+    return scale * jnp.where(x > 0, x, neg)
+
+
+def _index_put(x, indices, values, accumulate=False, **_):
+    """``x[indices] = values`` (``accumulate``: ``+=``) as a new array; a single
+    boolean mask of ``x``'s shape is a ``where``."""
+    x = jnp.asarray(x)
+    values = jnp.asarray(values, x.dtype)
+    if len(indices) == 1 and jnp.asarray(indices[0]).dtype == jnp.bool_:
+        mask = jnp.asarray(indices[0])
+        if mask.shape == x.shape and values.size == 1:
+            fill = jnp.reshape(values, ())
+            return jnp.where(mask, x + fill if accumulate else fill, x)
+    key = tuple(slice(None) if i is None else jnp.asarray(i) for i in indices)
+    return x.at[key].add(values) if accumulate else x.at[key].set(values)
+
+
+def _smoothed(logp, target, reduction, ignore_index, eps):
+    """Label-smoothed cross entropy of log-probabilities (see ``_cross_entropy``)."""
+    nll = _nll_loss(logp, target, None, 0, ignore_index)
+    if logp.ndim == 1:
+        return (1 - eps) * nll - eps * jnp.mean(logp)
+    keep = target != ignore_index
+    smooth = jnp.where(keep, -jnp.mean(logp, axis=1), 0.0)
+    per_row = (1 - eps) * nll + eps * smooth
+    if reduction == 0:
+        return per_row
+    if reduction == 2:
+        return jnp.sum(per_row)
+    return jnp.sum(per_row) / jnp.sum(keep)
 
 
 def _softplus(x, beta=1, threshold=20, **_):
@@ -361,6 +440,10 @@ _OPS: dict[str, Callable] = {
     "logical_or": _binary(jnp.logical_or),
     "bitwise_and": _binary(jnp.logical_and),
     "bitwise_or": _binary(jnp.logical_or),
+    "__and__": _binary(jnp.logical_and),
+    "__or__": _binary(jnp.logical_or),
+    "__xor__": _binary(jnp.logical_xor),
+    "logical_xor": _binary(jnp.logical_xor),
     "logaddexp": _binary(jnp.logaddexp),
     "xlogy": _binary(jax.scipy.special.xlogy),
     "pow": _pow,
@@ -378,6 +461,20 @@ _OPS: dict[str, Callable] = {
     "sign": lambda x, **_: jnp.sign(x),
     "sigmoid": lambda x, **_: jax.nn.sigmoid(x),
     "logsigmoid": lambda x, **_: jax.nn.log_sigmoid(x),
+    "log_sigmoid": lambda x, **_: jax.nn.log_sigmoid(x),
+    "elu": _elu,
+    "cumsum": _cumsum,
+    "nan_to_num": lambda x, nan=0.0, posinf=None, neginf=None, **_: jnp.nan_to_num(
+        x, nan=nan, posinf=posinf, neginf=neginf
+    ),
+    "nll_loss": _nll_loss,
+    "nll_loss_nd": _nll_loss,
+    "nll_loss_forward": lambda *a, **k: (_nll_loss(*a, **k), None),
+    "index_put": _index_put,
+    "index_put_": _index_put,
+    "masked_fill_": lambda x, mask, value, **_: _where(mask, value, x),
+    "fill_": lambda x, value, **_: jnp.full(jnp.shape(x), value, jnp.asarray(x).dtype),
+    "zero_": lambda x, **_: jnp.zeros_like(x),
     "log_sigmoid_forward": lambda x, **_: jax.nn.log_sigmoid(x),
     "tanh": lambda x, **_: jnp.tanh(x),
     "cosh": lambda x, **_: jnp.cosh(x),
@@ -628,7 +725,7 @@ def _check(nodes, needed, constructs: list[str]) -> None:
         fresh = name == "detach_" and op_name(
             getattr(node.args[0], "target", None)
         ) in ("lift_fresh_copy", "lift_fresh")
-        if mutable and not fresh:
+        if mutable and not fresh and not _functional_write(node, name):
             raise Untranslatable(f"an in-place update (aten.{name})")
         if node not in needed:
             continue
@@ -642,6 +739,44 @@ def _check(nodes, needed, constructs: list[str]) -> None:
         for construct in (found.get(name), None if grad else "torch.no_grad()"):
             if construct is not None and construct not in constructs:
                 constructs.append(construct)
+
+
+#: in-place writes translated as their functional form (:func:`_functional_write`).
+IN_PLACE = frozenset("index_put_ masked_fill_ fill_ zero_".split())
+
+
+def _aliases(node) -> bool:
+    """Whether the node's value may share storage with another value: an input,
+    a constant, a view or ``detach`` (its schema's result aliases an argument), or
+    anything without an ATen schema."""
+    if node.op != "call_function":
+        return True
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return True
+    return any(r.alias_info is not None for r in schema.returns)
+
+
+def _functional_write(node, name: str) -> bool:
+    """An in-place write that the functional form computes exactly: ``x[mask] = v``
+    (``aten.index_put_``), ``masked_fill_``, ``fill_``, ``zero_`` on a tensor that
+    the code made itself (not an input, a view or a detached alias) and of which
+    no view was taken, with every other reader of ``x`` before the write: later
+    code reads the write's result (the trace records it so), and nothing can read
+    ``x``'s storage under another name. Typical: a no-grad mask edited in place,
+    ``mask[(A > 0) & (r > 1 + d)] = 0``."""
+    if name not in IN_PLACE or not node.args:
+        return False
+    target = node.args[0]
+    if not hasattr(target, "users") or _aliases(target):
+        return False
+    order = {n: i for i, n in enumerate(node.graph.nodes)}
+    for user in target.users:
+        if user is node:
+            continue
+        if _aliases(user) or order[user] > order[node]:
+            return False
+    return True
 
 
 def _template(a, index):

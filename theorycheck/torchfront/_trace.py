@@ -69,7 +69,54 @@ def float64_default() -> Iterator[None]:
         torch.set_default_dtype(previous)
 
 
-def _where(err: BaseException, user_file: Path | None) -> str:
+_LOW = (torch.float32, torch.float16, torch.bfloat16)
+
+
+class Float64Casts(torch.overrides.TorchFunctionMode):
+    """Keeps float64 tensors in float64 where the code casts them down
+    (``x.to(torch.float32)``, ``.float()``, ``.half()``, ``.bfloat16()``): the loss
+    as its formula, without the rounding of a training run's lower precision (a
+    trainer's ``exp(delta.to(float32))`` ratio). ``lifted`` names each cast
+    kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lifted: set[str] = set()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        x = args[0] if args else None
+        if isinstance(x, torch.Tensor) and x.dtype == torch.float64:
+            name = getattr(func, "__name__", "")
+            dtype = kwargs.get("dtype")
+            dtype = dtype or next(
+                (a for a in args[1:] if isinstance(a, torch.dtype)), None
+            )
+            if name in ("float", "half", "bfloat16") or (
+                name in ("to", "type") and dtype in _LOW
+            ):
+                self.lifted.add(f".{name}({dtype or ''})".replace("torch.", ""))
+                return x
+        return func(*args, **kwargs)
+
+
+def lifted_casts(fn: Callable) -> tuple[Callable, set[str]]:
+    """``fn`` run under :class:`Float64Casts`, and the casts it kept in float64."""
+    lifted: set[str] = set()
+
+    def run(*tensors):
+        mode = Float64Casts()
+        with mode:
+            out = fn(*tensors)
+        lifted.update(mode.lifted)
+        return out
+
+    return run, lifted
+
+
+def where(err: BaseException, user_file: Path | None) -> str:
+    """`` at file.py:LINE``: the innermost frame of the user's file in the error's
+    traceback (``""`` if none)."""
     frames = traceback.extract_tb(err.__traceback__)
     if user_file is not None:
         mine = [f for f in frames if Path(f.filename).resolve() == user_file]
@@ -122,7 +169,7 @@ def trace(
         if _data_dependent(err):
             raise BadInput(
                 f"{name}: refused: data-dependent Python control flow (a Python "
-                f"branch or conversion on a tensor's value{_where(err, user_file)}); "
+                f"branch or conversion on a tensor's value{where(err, user_file)}); "
                 "write it with torch.where"
             ) from None
         raise

@@ -48,7 +48,9 @@ class MissingKey(AttributeError):
 
 
 class VerlConfig(Mapping):
-    """A verl-like config: attribute and item access, ``get``, ``policy_loss``.
+    """A trainer config: attribute and item access, ``get``, and nested sections
+    from dotted keys (verl's ``config.policy_loss.X``, SkyRL's
+    ``config.cispo.X``).
 
     Args:
         values: documented defaults overridden by ``--set`` values.
@@ -66,21 +68,23 @@ class VerlConfig(Mapping):
     def _read(self, key: str, default: Any = _MISSING) -> Any:
         if key == "global_batch_info":
             return {}
-        if key == "policy_loss" and not self._prefix:
+        dotted = f"{key}."
+        if key not in self._values and any(k.startswith(dotted) for k in self._values):
             sub = {
-                k[len("policy_loss.") :]: v
+                k[len(dotted) :]: v
                 for k, v in self._values.items()
-                if k.startswith("policy_loss.")
+                if k.startswith(dotted)
             }
-            return VerlConfig(sub, self._reads, "policy_loss.")
+            return VerlConfig(sub, self._reads, f"{self._prefix}{dotted}")
         if key in self._values:
             value = self._values[key]
         elif default is not _MISSING:
             value = default
         else:
             raise MissingKey(
-                f"the loss reads config.{self._prefix}{key}, which verl's config "
-                f"does not define; give it a value (--set {self._prefix}{key}=...)"
+                f"the loss reads config.{self._prefix}{key}, which the trainer's "
+                f"config does not define; give it a value (--set "
+                f"{self._prefix}{key}=...)"
             )
         self._reads[self._prefix + key] = value
         return value
@@ -103,7 +107,8 @@ class VerlConfig(Mapping):
         return self._read(key, default)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._values or key in ("policy_loss", "global_batch_info")
+        heads = {k.split(".")[0] for k in self._values}
+        return key in self._values or key in heads or key == "global_batch_info"
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._values)
