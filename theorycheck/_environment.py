@@ -42,7 +42,9 @@ _PACKAGES = {
     "matplotlib": "matplotlib",
     "ml_dtypes": "ml_dtypes",
     "opt_einsum": "opt_einsum",
-    "torch": "torch",
+    # not torch: the torch a user's loss runs with is theirs to choose (a trainer's
+    # environment on PYTHONPATH, say); a missing or broken one is named by the torch
+    # front end with the pip command.
 }
 
 

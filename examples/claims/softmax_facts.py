@@ -43,11 +43,11 @@ def _finite_differences(quick: bool = False) -> CheckResult:
 
     rng = np.random.default_rng(0)
     z = jnp.asarray(rng.normal(size=(20 if quick else 200, 1, 5)))
-    step = 1e-6 * jnp.eye(5)  # row j: the step along z_j
+    step = 1e-6 * jnp.eye(5)[None]  # [1, j, 5]: row j is the step along z_j
     up = jax.nn.log_softmax(z + step, axis=-1)[..., 0]
     down = jax.nn.log_softmax(z - step, axis=-1)[..., 0]
     fd = (up - down) / 2e-6  # [sample, j]
-    closed = jnp.eye(5)[0] - jax.nn.softmax(z[:, 0], axis=-1)
+    closed = jnp.eye(5)[0][None] - jax.nn.softmax(z[:, 0], axis=-1)
     return compare(
         "central differences (h = 1e-6) of log softmax(z)_0 vs 1[j = 0] - pi_j, V = 5",
         np.asarray(fd),
