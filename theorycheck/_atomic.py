@@ -14,7 +14,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["write_bytes_atomic", "write_text_atomic"]
+__all__ = ["save_figure_atomic", "write_bytes_atomic", "write_text_atomic"]
 
 
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
@@ -43,3 +43,14 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     """:func:`write_bytes_atomic` of ``text`` in UTF-8 (whatever the locale)."""
     return write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def save_figure_atomic(fig, path: str | os.PathLike, **kwargs) -> Path:
+    """A matplotlib figure rendered in memory (the format from ``path``'s suffix),
+    then written by :func:`write_bytes_atomic`; ``kwargs`` go to ``savefig``."""
+    import io
+
+    target = Path(path)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=target.suffix.lstrip(".") or "png", **kwargs)
+    return write_bytes_atomic(target, buffer.getvalue())

@@ -3,6 +3,8 @@ lines, and saving a figure."""
 
 from __future__ import annotations
 
+from theorycheck._atomic import save_figure_atomic
+
 
 def unfinished_line(data: dict) -> list[str]:
     """Report lines: the units a report-only run found unfinished, and the commits
@@ -27,8 +29,8 @@ def unfinished_line(data: dict) -> list[str]:
 
 
 def savefig(fig, path: str) -> None:
-    """Saves a small PNG and closes the figure."""
-    fig.savefig(path, dpi=90, bbox_inches="tight")
+    """Saves a small PNG (whole or absent) and closes the figure."""
+    save_figure_atomic(fig, path, dpi=90, bbox_inches="tight")
     import matplotlib.pyplot as plt
 
     plt.close(fig)

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from theorycheck._atomic import write_text_atomic
+from theorycheck._atomic import save_figure_atomic, write_text_atomic
 from theorycheck.convexity._check import ConvexityResult
 from theorycheck.convexity._resolve import ResolvedLoss, build_inputs
 
@@ -156,7 +156,7 @@ def _plot(
         top.set_xlabel(r"ratio $r = \pi_k / q$")
     ax.legend(loc="best", fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure_atomic(fig, path, dpi=120)
     plt.close(fig)
     neg = x[np.nan_to_num(lam) < -1e-12]
     return f"On the plotted slice λ_min < 0 for {neg.size} of {x.size} grid points" + (

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from theorycheck import _progress
+from theorycheck._atomic import save_figure_atomic
 from theorycheck.reproduce._core import SectionResult
 
 #: The registry rules of the quick convexity table.
@@ -92,7 +93,7 @@ def prove_section(out: Path, quick: bool) -> SectionResult:
     ax.invert_yaxis()
     ax.set_xlabel("seconds per claim (bar), status (text and colour)")
     fig.tight_layout()
-    fig.savefig(out / "proofs.png", dpi=100)
+    save_figure_atomic(fig, out / "proofs.png", dpi=100)
     plt.close(fig)
     data = {"counts": tally, "claims": [r.to_json() for r in results]}
     config = {"proofs": str(path), "quick": quick, "claims": len(results)}
@@ -154,7 +155,7 @@ def convexity_section(out: Path, quick: bool) -> SectionResult:
             ax.text(j, i, label, ha="center", va="center", fontsize=8, color=ink)
     ax.set_title("verdict per rule and advantage sign", fontsize=9)
     fig.tight_layout()
-    fig.savefig(out / "convexity.png", dpi=100)
+    save_figure_atomic(fig, out / "convexity.png", dpi=100)
     plt.close(fig)
     config = {"rules": len(names), "q": "1/2", "vocab": 3, "num_starts": 512, "seed": 0}
     return SectionResult(
